@@ -1,0 +1,196 @@
+"""Helpers shared by the benchmark side scripts; standard library only.
+
+Both sides import this module: ``fidelnet_side.py`` under the project's
+virtualenv and ``peer_mininet.py`` under Debian's ``/usr/bin/python3`` (where the
+``mininet`` package lives), so it must not import fidelnet or anything outside the
+standard library.
+
+What it measures:
+
+- :func:`mem_available_kib`: ``MemAvailable`` from ``/proc/meminfo``.
+- :func:`snapshot_pids` and :func:`started_processes`: the processes that appeared
+  since a snapshot and that belong to this run (descendants of this process, or
+  orphans reparented to init), with their resident set sizes.
+- :func:`root_links` and :func:`named_netns`: interface names in the host network
+  namespace and names in ``ip netns list``, to see what a run added and whether it
+  left anything behind.
+- :func:`idle_settle`: wait, then sample ``MemAvailable`` a few times and keep the
+  median, since single readings jitter by a few hundred kB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+
+PAGE_KIB = resource.getpagesize() // 1024
+PF_KTHREAD = 0x00200000
+
+
+def mem_available_kib() -> int:
+    """``MemAvailable`` in KiB."""
+    with open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1])
+    raise RuntimeError("/proc/meminfo: no MemAvailable line")
+
+
+def mem_total_kib() -> int:
+    with open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1])
+    raise RuntimeError("/proc/meminfo: no MemTotal line")
+
+
+def idle_settle(seconds: float, samples: int = 5) -> int:
+    """Sleep ``seconds``, then return the median of ``samples`` MemAvailable readings
+    taken 100 ms apart."""
+    time.sleep(seconds)
+    readings = []
+    for _ in range(samples):
+        readings.append(mem_available_kib())
+        time.sleep(0.1)
+    return int(statistics.median(readings))
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    comm: str
+    rss_kib: int
+    kthread: bool
+
+
+def _read_proc(pid: int) -> Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            statm = f.read().split()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm is in parentheses and may itself hold spaces or parentheses.
+    lpar, rpar = stat.index("("), stat.rindex(")")
+    comm = stat[lpar + 1 : rpar]
+    rest = stat[rpar + 2 :].split()
+    ppid = int(rest[1])
+    flags = int(rest[6])
+    return Proc(pid, ppid, comm, int(statm[1]) * PAGE_KIB, bool(flags & PF_KTHREAD))
+
+
+def snapshot_pids() -> dict[int, Proc]:
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            p = _read_proc(int(entry))
+            if p is not None:
+                procs[p.pid] = p
+    return procs
+
+
+def started_processes(before: dict[int, Proc]) -> list[Proc]:
+    """User-space processes alive now that were not in ``before`` and belong to this
+    run: their parent chain reaches this process, or reaches init without passing
+    through a process that existed before (daemonised children are reparented to
+    init or to a subreaper). A service that init starts meanwhile would be counted
+    too; on a quiet machine that does not happen."""
+    me = os.getpid()
+    now = snapshot_pids()
+    ours = []
+    for p in now.values():
+        if p.pid in before or p.pid == me or p.kthread:
+            continue
+        q: Proc | None = p
+        for _ in range(64):  # bounded walk up the parent chain
+            assert q is not None
+            if q.ppid == me or q.ppid in (0, 1):
+                ours.append(p)
+                break
+            if q.ppid in before:  # started by something that was already running
+                break
+            q = now.get(q.ppid)
+            if q is None:
+                break
+    return sorted(ours, key=lambda p: p.pid)
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size (shared pages divided among their users); 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0
+
+
+def process_summary(procs: list[Proc]) -> dict[str, object]:
+    """Count, RSS sum, PSS sum (RSS counts shared libraries once per process, PSS
+    splits them) and a count per command name."""
+    by_comm: dict[str, int] = {}
+    for p in procs:
+        by_comm[p.comm] = by_comm.get(p.comm, 0) + 1
+    return {
+        "count": len(procs),
+        "rss_sum_kib": sum(p.rss_kib for p in procs),
+        "pss_sum_kib": sum(pss_kib(p.pid) for p in procs),
+        "by_comm": dict(sorted(by_comm.items())),
+    }
+
+
+def root_links() -> set[str]:
+    """Interface names in this process's network namespace (the host's)."""
+    out = subprocess.run(
+        ["ip", "-j", "link", "show"], check=True, capture_output=True, text=True
+    ).stdout
+    return {link["ifname"] for link in json.loads(out or "[]")}
+
+
+def named_netns() -> set[str]:
+    """Names listed by ``ip netns list``."""
+    out = subprocess.run(
+        ["ip", "-j", "netns", "list"], check=True, capture_output=True, text=True
+    ).stdout
+    return {ns["name"] for ns in json.loads(out or "[]")}
+
+
+def kernel_release() -> str:
+    return os.uname().release
+
+
+def emit(result: dict[str, object], as_json: bool) -> None:
+    """Print the result: one JSON line (last line of stdout) or a short text form."""
+    if as_json:
+        print(json.dumps(result, sort_keys=True), flush=True)
+        return
+    for key in (
+        "side",
+        "topo",
+        "nodes",
+        "build_s",
+        "teardown_s",
+        "mem_per_node_mib",
+        "root_links_added",
+        "leaks",
+        "check_loss_pct",
+        "error",
+    ):
+        if key in result:
+            print(f"{key:>18}: {result[key]}")
+    procs = result.get("processes")
+    if isinstance(procs, dict):
+        print(
+            f"{'processes':>18}: {procs['count']}, "
+            f"RSS sum {procs['rss_sum_kib'] / 1024:.1f} MiB, "
+            f"PSS sum {procs['pss_sum_kib'] / 1024:.1f} MiB"
+        )

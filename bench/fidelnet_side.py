@@ -1,0 +1,155 @@
+"""The fidelnet side of the build/teardown benchmark.
+
+Run it with the project's virtualenv, as root::
+
+    .venv/bin/python bench/fidelnet_side.py --topo linear,10
+    .venv/bin/python bench/fidelnet_side.py --topo line,50 --json
+
+Topologies (``--topo``) are the peer's (``peer_mininet.py``) and built the same way
+a user would: ``linear,K``, ``single,N`` and ``tree,D,F`` through
+``fidelnet.topology.from_mn_spec`` (Mininet's semantics), ``line,N`` through
+``fidelnet.topology.line(N)``, the routed line of N nodes with no switches.
+
+Build is ``Network(spec).start()`` and teardown ``.stop()``, both timed with
+``time.perf_counter``; memory per idle node is the drop in ``MemAvailable`` from
+just before the build to the idle network after a settle, divided by
+``len(net.nodes)``; the processes the run started are reported beside it. After
+teardown the script compares the host's interfaces, ``ip netns list``, the state
+files under ``/run/fidelnet`` and the processes it started with what was there
+before and reports anything left as a leak. It cleans nothing up itself: a leak is
+a bug to see, not to hide.
+
+Exit status: 0 on success, 1 when the run failed or leaked, 3 when the fidelnet
+API it needs cannot be imported (the driver then skips this side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _benchlib as bl  # noqa: E402
+
+STATE_DIR = Path("/run/fidelnet")
+
+
+def state_files() -> set[str]:
+    try:
+        return {p.name for p in STATE_DIR.iterdir()}
+    except FileNotFoundError:
+        return set()
+
+
+def make_spec(spec: str) -> Any:
+    from fidelnet.topology import from_mn_spec, line
+
+    name, *args = spec.split(",")
+    if name == "line":
+        if len(args) != 1 or not args[0].isdigit():
+            sys.exit(f"fidelnet_side: --topo {spec!r}: expected line,N")
+        return line(int(args[0]))
+    return from_mn_spec(spec)
+
+
+def verify(net: Any, spec: str) -> float:
+    """Percent of pings lost: first to last node along a routed line, all pairs
+    otherwise."""
+    if spec.startswith("line,"):
+        nodes = list(net.nodes.values()) if hasattr(net.nodes, "values") else list(net.nodes)
+        first, last = nodes[0], nodes[-1]
+        out = first.cmd(f"ping -c1 -W2 {last.ip}")
+        return 0.0 if " 0% packet loss" in out else 100.0
+    return float(net.ping_all())
+
+
+def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
+    import fidelnet
+    from fidelnet import Network
+
+    result: dict[str, Any] = {
+        "side": "fidelnet",
+        "topo": spec_text,
+        "fidelnet_version": getattr(fidelnet, "__version__", "unknown"),
+        "python": sys.version.split()[0],
+        "kernel": bl.kernel_release(),
+    }
+    spec = make_spec(spec_text)
+    links_before = bl.root_links()
+    netns_before = bl.named_netns()
+    state_before = state_files()
+    procs_before = bl.snapshot_pids()
+
+    net = Network(spec)
+    mem_before = bl.idle_settle(0.2)
+    started = False
+    try:
+        t0 = time.perf_counter()
+        net.start()
+        result["build_s"] = time.perf_counter() - t0
+        started = True
+        nodes = len(net.nodes)
+        result["nodes"] = nodes
+        result["hosts"] = len(net.hosts)
+        result["switches"] = len(net.switches)
+        result["links"] = len(net.links)
+        mem_idle = bl.idle_settle(settle)
+        result["processes"] = bl.process_summary(bl.started_processes(procs_before))
+        result["root_links_added"] = len(bl.root_links() - links_before)
+        result["netns_added"] = len(bl.named_netns() - netns_before)
+        result["mem_available_before_kib"] = mem_before
+        result["mem_available_idle_kib"] = mem_idle
+        result["mem_per_node_mib"] = (mem_before - mem_idle) / 1024 / nodes
+        if check:  # after the idle measurement, so ARP caches etc. do not count
+            result["check_loss_pct"] = verify(net, spec_text)
+    finally:
+        t0 = time.perf_counter()
+        net.stop()
+        if started:
+            result["teardown_s"] = time.perf_counter() - t0
+    result["mem_available_after_teardown_kib"] = bl.idle_settle(0.5, samples=3)
+
+    leaks = {
+        "root_links": sorted(bl.root_links() - links_before),
+        "netns": sorted(bl.named_netns() - netns_before),
+        "state_files": sorted(state_files() - state_before),
+        "processes": [f"{p.pid}:{p.comm}" for p in bl.started_processes(procs_before)],
+    }
+    result["leaks"] = {k: v for k, v in leaks.items() if v}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topo", required=True, help="linear,K | single,N | tree,D,F | line,N")
+    parser.add_argument("--settle", type=float, default=2.0, help="idle seconds before memory")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument(
+        "--check", action="store_true", help="ping through the network before teardown"
+    )
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("fidelnet_side: building namespaces needs root")
+    try:
+        import fidelnet  # noqa: F401
+        from fidelnet import Network  # noqa: F401
+        from fidelnet.topology import from_mn_spec, line  # noqa: F401
+    except ImportError as exc:
+        print(f"fidelnet_side: fidelnet API not available: {exc}", file=sys.stderr)
+        return 3
+    try:
+        result = run(args.topo, args.settle, args.check)
+    except Exception as exc:  # report, do not hide: the driver prints it
+        traceback.print_exc()
+        result = {"side": "fidelnet", "topo": args.topo, "error": f"{type(exc).__name__}: {exc}"}
+    bl.emit(result, args.json)
+    return 1 if "error" in result or result.get("leaks") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

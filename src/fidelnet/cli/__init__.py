@@ -1,0 +1,1 @@
+"""Command-line front door: ``fidelnet`` and its subcommands."""

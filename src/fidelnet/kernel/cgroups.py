@@ -1,0 +1,185 @@
+"""Cgroups for nodes: process tracking and CPU limits, on cgroup v1 and v2.
+
+Every node gets a cgroup in the unified (v2) hierarchy, used to track and end all
+of its processes at teardown (``cgroup.kill``), daemons included. A CPU-limited
+node also gets CPU limits: ``cpu.max``/``cpuset.cpus`` where the v2 tree has those
+controllers, else ``cpu.cfs_quota_us``/``cpuset.cpus`` in v1 hierarchies.
+
+:class:`CgroupFS` holds the mount points, so tests can point it at a fake tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from fidelnet.errors import KernelError, UnsupportedError
+
+__all__ = ["CgroupFS", "CpuLimit", "detect", "kill_and_remove"]
+
+
+@dataclass(frozen=True)
+class CpuLimit:
+    """A CPU share (fraction of all cores, Mininet's ``cpu=``) and/or pinned cores."""
+
+    fraction: float | None = None
+    cores: tuple[int, ...] | None = None
+    period_us: int = 100_000
+
+
+@dataclass(frozen=True)
+class CgroupFS:
+    """Where the hierarchies are mounted (None when absent)."""
+
+    unified: str | None  # the v2 mount point
+    v1_cpu: str | None
+    v1_cpuset: str | None
+    ncpus: int
+
+    def v2_controllers(self) -> set[str]:
+        if self.unified is None:
+            return set()
+        try:
+            with open(os.path.join(self.unified, "cgroup.controllers"), encoding="ascii") as f:
+                return set(f.read().split())
+        except OSError:
+            return set()
+
+    def node_dirs(self, run_id: str, node: str, limit: CpuLimit | None) -> list[str]:
+        """The cgroup directories a node's processes join, tracking one first."""
+        dirs = []
+        if self.unified is not None:
+            dirs.append(os.path.join(self.unified, f"fidelnet-{run_id}", node))
+        if limit is not None:
+            ctrls = self.v2_controllers()
+            if limit.fraction is not None and "cpu" not in ctrls:
+                if self.v1_cpu is None:
+                    raise UnsupportedError("a cpu cgroup controller (v2 cpu.max or v1 cpu)",
+                                           f"{node}: cpu={limit.fraction}")
+                dirs.append(os.path.join(self.v1_cpu, f"fidelnet-{run_id}", node))
+            if limit.cores is not None and "cpuset" not in ctrls:
+                if self.v1_cpuset is None:
+                    raise UnsupportedError("a cpuset cgroup controller",
+                                           f"{node}: cores={list(limit.cores)}")
+                dirs.append(os.path.join(self.v1_cpuset, f"fidelnet-{run_id}", node))
+        if not dirs:
+            raise UnsupportedError("a cgroup hierarchy", f"{node}: process tracking")
+        return dirs
+
+
+def detect() -> CgroupFS:
+    unified = None
+    v1_cpu = None
+    v1_cpuset = None
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            mnt = left.split()[4]
+            fstype, _, opts = right.split()[:3]
+            if fstype == "cgroup2" and unified is None:
+                unified = mnt
+            elif fstype == "cgroup":
+                optset = set(opts.split(","))
+                if "cpu" in optset and v1_cpu is None:
+                    v1_cpu = mnt
+                if "cpuset" in optset and v1_cpuset is None:
+                    v1_cpuset = mnt
+    return CgroupFS(unified, v1_cpu, v1_cpuset, os.cpu_count() or 1)
+
+
+def _write(path: str, value: str) -> None:
+    try:
+        with open(path, "w", encoding="ascii") as f:
+            f.write(value)
+    except OSError as exc:
+        raise KernelError(f"{path}: cannot write {value!r}: {exc}") from exc
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as f:
+        return f.read().strip()
+
+
+def _is_v2(fs: CgroupFS, path: str) -> bool:
+    return fs.unified is not None and path.startswith(fs.unified.rstrip("/") + "/")
+
+
+def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
+    """Create ``path`` (and its run-level parent) and apply the limits it is for."""
+    parent = os.path.dirname(path)
+    v2 = _is_v2(fs, path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, exist_ok=True)
+        if v2 and limit is not None:
+            wanted = {"cpu", "cpuset"} & fs.v2_controllers()
+            if wanted:
+                ctl = " ".join("+" + c for c in sorted(wanted))
+                _write(os.path.join(fs.unified or "", "cgroup.subtree_control"), ctl)
+                _write(os.path.join(parent, "cgroup.subtree_control"), ctl)
+    os.makedirs(path, exist_ok=True)
+    if limit is None:
+        return
+    if limit.fraction is not None:
+        quota = max(1000, round(limit.fraction * fs.ncpus * limit.period_us))
+        if v2 and os.path.exists(os.path.join(path, "cpu.max")):
+            _write(os.path.join(path, "cpu.max"), f"{quota} {limit.period_us}")
+        elif os.path.exists(os.path.join(path, "cpu.cfs_quota_us")):
+            _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
+            _write(os.path.join(path, "cpu.cfs_quota_us"), str(quota))
+    if limit.cores is not None:
+        cpus = ",".join(str(c) for c in limit.cores)
+        if os.path.exists(os.path.join(path, "cpuset.cpus")):
+            if not v2:
+                # v1 cpuset groups start empty: fill the run-level group from its parent,
+                # and give the node group the same memory nodes.
+                for key in ("cpuset.cpus", "cpuset.mems"):
+                    if not _read(os.path.join(parent, key)):
+                        _write(os.path.join(parent, key),
+                               _read(os.path.join(os.path.dirname(parent), key)))
+                _write(os.path.join(path, "cpuset.mems"),
+                       _read(os.path.join(parent, "cpuset.mems")))
+            _write(os.path.join(path, "cpuset.cpus"), cpus)
+
+
+def pids(path: str) -> list[int]:
+    try:
+        return [int(x) for x in _read(os.path.join(path, "cgroup.procs")).split()]
+    except OSError:
+        return []
+
+
+def kill_and_remove(path: str, timeout: float = 5.0) -> None:
+    """End every process in the cgroup, then remove it (and its run-level parent if empty)."""
+    if not os.path.isdir(path):
+        return
+    kill_file = os.path.join(path, "cgroup.kill")
+    deadline = time.monotonic() + timeout
+    while True:
+        procs = pids(path)
+        if not procs:
+            break
+        if os.path.exists(kill_file):
+            with contextlib.suppress(OSError):
+                _write(kill_file, "1")
+        else:
+            for pid in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise KernelError(f"{path}: processes {procs} survive SIGKILL")
+        time.sleep(0.002)
+    while True:
+        try:
+            os.rmdir(path)
+            break
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise KernelError(f"{path}: cannot remove: {exc}") from exc
+            time.sleep(0.002)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))

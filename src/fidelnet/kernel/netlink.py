@@ -1,0 +1,175 @@
+"""Interfaces, addresses, routes and neighbours over netlink (pyroute2).
+
+One :class:`Netlink` handle talks to one network namespace (or the host's, with
+``path=None``). Handles are opened inside the namespace through
+:func:`fidelnet.kernel.ns.entered` and stay bound to it, so a single process can
+configure every node without forking. Every call takes kernel names and numbers
+that were validated above this layer; nothing here builds a command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from fidelnet.errors import KernelError
+from fidelnet.kernel import ns
+
+__all__ = ["Netlink", "NetlinkError"]
+
+IFF_UP = 0x1
+
+
+class Netlink:
+    """A netlink handle bound to one network namespace."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        if path is None:
+            self.ipr: Any = IPRoute()
+        else:
+            with ns.entered(path):
+                self.ipr = IPRoute()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ipr.close()
+
+    # -- links --------------------------------------------------------------
+
+    def index(self, ifname: str) -> int:
+        found = self.ipr.link_lookup(ifname=ifname)
+        if not found:
+            raise KernelError(f"{ifname}: no such interface in {self.path or 'host namespace'}")
+        return int(found[0])
+
+    def index_or_none(self, ifname: str) -> int | None:
+        found = self.ipr.link_lookup(ifname=ifname)
+        return int(found[0]) if found else None
+
+    def add_veth(self, name: str, peer: str, peer_ns: str | None) -> int:
+        """Create a veth pair here, with the peer end in the namespace at ``peer_ns``."""
+        peer_spec: dict[str, Any] = {"ifname": peer}
+        fd = -1
+        if peer_ns is not None:
+            fd = os.open(peer_ns, os.O_RDONLY)
+            peer_spec["net_ns_fd"] = fd
+        try:
+            self.ipr.link("add", ifname=name, kind="veth", peer=peer_spec)
+        except NetlinkError as exc:
+            raise KernelError(f"veth {name}/{peer}: {exc}") from exc
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        return self.index(name)
+
+    def add_bridge(self, name: str, stp: bool) -> int:
+        kwargs: dict[str, Any] = {}
+        if stp:
+            # The kernel's own STP, with the shortest timers it allows (forward delay 2 s).
+            kwargs = {"br_stp_state": 1, "br_forward_delay": 200, "br_hello_time": 100,
+                      "br_max_age": 600}
+        try:
+            self.ipr.link("add", ifname=name, kind="bridge", **kwargs)
+        except NetlinkError as exc:
+            raise KernelError(f"bridge {name}: {exc}") from exc
+        return self.index(name)
+
+    def set_link(self, index: int, **attrs: Any) -> None:
+        """Set attributes (``state="up"``, ``master=…``, ``address=…``, ``ifalias=…``, ``mtu=…``)."""
+        try:
+            self.ipr.link("set", index=index, **attrs)
+        except NetlinkError as exc:
+            raise KernelError(f"link {index} in {self.path or 'host'}: set {attrs}: {exc}") from exc
+
+    def delete_link(self, index: int) -> None:
+        self.ipr.link("del", index=index)
+
+    def link_info(self, index: int) -> dict[str, Any]:
+        msg = self.ipr.get_links(index)[0]
+        return {
+            "ifname": msg.get_attr("IFLA_IFNAME"),
+            "mac": msg.get_attr("IFLA_ADDRESS"),
+            "alias": msg.get_attr("IFLA_IFALIAS"),
+            "up": bool(msg["flags"] & IFF_UP),
+            "operstate": msg.get_attr("IFLA_OPERSTATE"),
+            "mtu": msg.get_attr("IFLA_MTU"),
+        }
+
+    def links(self) -> list[dict[str, Any]]:
+        out = []
+        for msg in self.ipr.get_links():
+            out.append({
+                "index": msg["index"],
+                "ifname": msg.get_attr("IFLA_IFNAME"),
+                "alias": msg.get_attr("IFLA_IFALIAS"),
+            })
+        return out
+
+    def bridge_port_states(self, bridge_index: int) -> list[int]:
+        """STP states of the bridge's ports (3 = forwarding, 4 = blocking)."""
+        states = []
+        for msg in self.ipr.get_links(family=7, match={"master": bridge_index}):  # AF_BRIDGE
+            for attr in msg.get("attrs", []):
+                if attr[0] == "IFLA_PROTINFO":
+                    st = attr[1].get_attr("IFLA_BRPORT_STATE")
+                    if st is not None:
+                        states.append(int(st))
+        return states
+
+    # -- addresses and routes -------------------------------------------------
+
+    def flush_addresses(self, index: int, family: int = 2) -> None:
+        with contextlib.suppress(NetlinkError):
+            self.ipr.flush_addr(index=index, family=family)
+
+    def add_address(self, index: int, cidr: str) -> None:
+        iface = ipaddress.ip_interface(cidr)
+        try:
+            self.ipr.addr("replace", index=index, address=str(iface.ip),
+                          prefixlen=iface.network.prefixlen)
+        except NetlinkError as exc:
+            raise KernelError(f"address {cidr} on link {index}: {exc}") from exc
+
+    def addresses(self, index: int) -> list[str]:
+        out = []
+        for msg in self.ipr.get_addr(index=index):
+            out.append(f"{msg.get_attr('IFA_ADDRESS')}/{msg['prefixlen']}")
+        return out
+
+    def add_route(self, dst: str, gateway: str | None = None, index: int | None = None) -> None:
+        kwargs: dict[str, Any] = {"dst": dst}
+        if gateway:
+            kwargs["gateway"] = gateway
+        if index is not None:
+            kwargs["oif"] = index
+        try:
+            self.ipr.route("replace", **kwargs)
+        except NetlinkError as exc:
+            raise KernelError(f"route {dst} via {gateway or index}: {exc}") from exc
+
+    def add_neighbour(self, index: int, ip: str, mac: str) -> None:
+        try:
+            self.ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=index, state="permanent")
+        except NetlinkError as exc:
+            raise KernelError(f"neighbour {ip} -> {mac}: {exc}") from exc
+
+    # -- sysctl ---------------------------------------------------------------
+
+    def write_sysctl(self, key: str, value: str) -> str:
+        """Set a ``net.*`` sysctl in this namespace; returns the previous value."""
+        if not key.startswith("net.") or ".." in key:
+            raise KernelError(f"sysctl {key}: only net.* keys are per namespace")
+        proc = "/proc/sys/" + key.replace(".", "/")
+        ctx = ns.entered(self.path) if self.path else contextlib.nullcontext()
+        with ctx:
+            with open(proc, encoding="ascii") as f:
+                old = f.read().strip()
+            with open(proc, "w", encoding="ascii") as f:
+                f.write(value)
+        return old

@@ -1,0 +1,441 @@
+"""The running network: build a validated topology in the kernel, run it, tear it down.
+
+:class:`Network` takes a :class:`~fidelnet.topology.spec.TopologySpec`, validates
+it (nothing touches the kernel before the whole spec is valid), and on
+:meth:`Network.start` creates, in order: a run id and its state file; a named
+network namespace per host and router; one "fabric" namespace holding every
+switch's bridge; a veth pair per link with addresses, MACs and shaping; routes and
+static ARP entries. Every object is written to the state file before it is made,
+so :meth:`Network.stop`, the rollback of a failed start, and ``fidelnet clean``
+after a crash remove exactly what this run made and nothing else.
+
+Nodes and links can also be added one at a time (``add_host``, ``add_link``…);
+once the network is open they are created immediately, which is what the Mininet
+compatibility layer relies on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import threading
+import time
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from fidelnet.errors import KernelError, StateError, ValidationError
+from fidelnet.kernel import cgroups, ns, tc
+from fidelnet.kernel.netlink import Netlink
+from fidelnet.kernel.state import RunState, mark_for
+from fidelnet.kernel.teardown import remove_all
+from fidelnet.links import Link, unsupported_params
+from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.node import Host, Node, Router, Switch
+from fidelnet.topology import addressing, routing
+from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.validate import validate
+
+__all__ = ["Network"]
+
+log = logging.getLogger("fidelnet")
+
+_KIND_CLASSES: dict[str, type[Node]] = {"host": Host, "router": Router, "switch": Switch}
+_STP_TIMEOUT = 45.0
+
+
+class Network:
+    """A topology brought to life in network namespaces."""
+
+    def __init__(
+        self,
+        spec: TopologySpec | None = None,
+        *,
+        run_id: str | None = None,
+        command: str = "",
+        node_classes: dict[str, type[Node]] | None = None,
+    ) -> None:
+        self.spec = spec if spec is not None else TopologySpec()
+        if spec is not None:
+            addressing.assign_ports(self.spec)
+            addressing.assign_ips(self.spec)
+            validate(self.spec)
+        self._want_run_id = run_id
+        self._command = command
+        self._classes = dict(_KIND_CLASSES)
+        if node_classes:
+            self._classes.update(node_classes)
+        self.nodes: dict[str, Node] = {}
+        self.links: list[Link] = []
+        self._realized: set[int] = set()  # ids of LinkSpecs already built
+        self._state: RunState | None = None
+        self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
+        self._fabric: str | None = None
+        self._fabric_nl: Netlink | None = None
+        self._netem: bool | None = None
+        self._started = False
+        self._old_handlers: dict[int, Any] = {}
+
+    # -- identity and ownership --------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        if self._state is None:
+            raise StateError("the network is not open: it has no run id yet")
+        return self._state.run_id
+
+    @property
+    def is_open(self) -> bool:
+        return self._state is not None
+
+    def state_record(self, kind: str, **fields: Any) -> None:
+        if self._state is None:
+            raise StateError("the network is not open")
+        self._state.record(kind, **fields)
+
+    def ns_name(self, node: str) -> str:
+        return f"fn{self.run_id}-{node}"
+
+    def open(self) -> None:
+        """Start the run: a run id, its state file, signal handlers. Idempotent."""
+        if self._state is not None:
+            return
+        self._state = RunState.create(self._want_run_id, self._command)
+        self.cgroupfs = cgroups.detect()
+        self._install_handlers()
+        atexit.register(self._atexit)
+        log.debug("run %s: state in %s", self._state.run_id, self._state.path)
+
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+
+    def _restore_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in self._old_handlers.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, old)
+        self._old_handlers.clear()
+
+    def _atexit(self) -> None:
+        if self._state is not None:
+            self.stop()
+
+    # -- lookup -----------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> Node:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise ValidationError("node", "no such node", name, list(self.nodes)[:20]) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nodes
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    @property
+    def hosts(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind in ("host", "router")]
+
+    @property
+    def switches(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == "switch"]
+
+    # -- adding -------------------------------------------------------------------
+
+    def add_node(self, spec: NodeSpec) -> Node | None:
+        """Add a node to the topology; created at once when the network is open."""
+        if spec.name in self.spec.nodes:
+            raise ValidationError(f"nodes.{spec.name}", "a node with this name exists", spec.name)
+        self.spec.add_node(spec)
+        try:
+            validate(self.spec)
+        except ValidationError:
+            del self.spec.nodes[spec.name]
+            raise
+        if self._state is not None:
+            return self._create_node(spec)
+        return None
+
+    def add_link(self, link: LinkSpec) -> Link | None:
+        """Add a link (ports, names and addresses filled in); created at once when open."""
+        for end in (link.a, link.b):
+            if end not in self.spec.nodes:
+                raise ValidationError("link", "unknown node", end, list(self.spec.nodes)[:20])
+        self.spec.add_link(link)
+        try:
+            addressing.assign_ports(self.spec)
+            validate(self.spec)
+            if self._state is not None:
+                self._check_link_params([link])
+        except ValidationError:
+            self.spec.links.pop()
+            raise
+        if self._state is not None:
+            return self._create_link(link)
+        return None
+
+    # -- building -----------------------------------------------------------------
+
+    def build(self) -> None:
+        """Create every node and link of the spec not yet created, and configure them."""
+        self._check_link_params(self.spec.links)
+        self.open()
+        try:
+            for spec in list(self.spec.nodes.values()):
+                if spec.name not in self.nodes:
+                    self._create_node(spec)
+            for link in list(self.spec.links):
+                if id(link) not in self._realized:
+                    self._create_link(link)
+            self.configure()
+        except BaseException:
+            log.error("run %s: setup failed, rolling back what it made", self.run_id)
+            self.stop()
+            raise
+
+    def start(self) -> Network:
+        """Build (if needed) and wait until the network forwards (STP converged)."""
+        if not self._started:
+            self.build()
+            try:
+                self.wait_stp()
+            except BaseException:
+                self.stop()
+                raise
+            self._started = True
+        return self
+
+    def __enter__(self) -> Network:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _check_link_params(self, links: list[LinkSpec]) -> None:
+        for i, link in enumerate(links):
+            for src in (link.a, link.b):
+                params = link.direction(src)
+                if params.is_empty():
+                    continue
+                if any(v is not None for v in (params.delay, params.jitter, params.loss)):
+                    unsupported_params(params, f"link {link.a}-{link.b} (links[{i}])",
+                                       self._has_netem())
+                if params.bw is not None:
+                    tc.check_rate(params.bw, f"link {link.a}-{link.b} (links[{i}])")
+
+    def _has_netem(self) -> bool:
+        if self._netem is None:
+            self._netem = _kernel_has_qdisc("netem")
+        return self._netem
+
+    def _fabric_netlink(self) -> Netlink:
+        if self._fabric_nl is None:
+            name = f"fn{self.run_id}.fabric"
+            self.state_record("netns", name=name)
+            self._fabric = ns.create(name)
+            self._fabric_nl = Netlink(self._fabric)
+            self._fabric_nl.set_link(1, state="up")
+        return self._fabric_nl
+
+    def _create_node(self, spec: NodeSpec) -> Node:
+        node = self._classes.get(spec.kind, Host)(self, spec)
+        self.realize_node(node)
+        return node
+
+    def realize_node(self, node: Node) -> None:
+        """Create the kernel side of a node object (its namespace, or its bridge in the
+        fabric) and register it. Front doors that construct node objects themselves
+        (the Mininet layer) call this; its spec must already be in ``self.spec``."""
+        self.open()
+        spec = node.spec
+        if spec.name in self.nodes:
+            raise ValidationError(f"nodes.{spec.name}", "a node with this name exists", spec.name)
+        if isinstance(node, Switch):
+            fabric = self._fabric_netlink()
+            node.netns = self._fabric
+            node._nl = fabric  # noqa: SLF001 (switches share the fabric handle)
+            node.bridge_index = fabric.add_bridge(spec.name, spec.stp)
+            fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(self.run_id))
+        elif spec.in_namespace:
+            name = self.ns_name(spec.name)
+            self.state_record("netns", name=name)
+            node.netns = ns.create(name)
+            node.netlink().set_link(1, state="up")
+        self.nodes[spec.name] = node
+
+    def _create_link(self, link: LinkSpec) -> Link:
+        intf_a, intf_b = self.realize_link(link)
+        rt = Link(link, intf_a, intf_b)
+        rt.apply_params()
+        self.links.append(rt)
+        return rt
+
+    def realize_link(
+        self,
+        link: LinkSpec,
+        intf_classes: tuple[type[Interface], type[Interface]] = (Interface, Interface),
+    ) -> tuple[Interface, Interface]:
+        """Create the veth pair of ``link`` (ports and names assigned), bring both ends
+        up with their MACs and addresses, and attach them to their nodes."""
+        na, nb = self.nodes[link.a], self.nodes[link.b]
+        assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
+        mark = mark_for(self.run_id)
+        for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
+            if node.netns is None:
+                self.state_record("link", ifname=ifname)
+        nla, nlb = na.netlink(), nb.netlink()
+        ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or f"/proc/{os.getpid()}/ns/net")
+        ib = nlb.index(link.b_intf)
+        intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
+        intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
+        self._setup_end(na, intf_a, link.a_mac, link.a_ip, mark)
+        self._setup_end(nb, intf_b, link.b_mac, link.b_ip, mark)
+        self._realized.add(id(link))
+        return intf_a, intf_b
+
+    def _setup_end(self, node: Node, intf: Interface, mac: str | None, ip: str | None,
+                   mark: str) -> None:
+        first = not node.intfs
+        attrs: dict[str, Any] = {"state": "up", "ifalias": mark}
+        if mac is None and first and node.spec.mac and node.kind != "switch":
+            mac = node.spec.mac
+        if mac:
+            attrs["address"] = mac
+        if isinstance(node, Switch):
+            attrs["master"] = node.bridge_index
+        node.netlink().set_link(intf.index, **attrs)
+        node.add_intf(intf)
+        if ip is None and first and node.kind != "switch" and node.spec.ip:
+            ip = node.spec.ip
+        if ip:
+            intf.set_ip(ip)
+
+    def configure(self) -> None:
+        """Forwarding, routes and static ARP, once nodes and links exist."""
+        for node in self.nodes.values():
+            node.configure()
+        if self.spec.auto_routes:
+            for name, routes in routing.static_routes(self.spec).items():
+                node = self.nodes[name]
+                nl = node.netlink()
+                for r in routes:
+                    intf = node.intf(r.dev)
+                    nl.add_route(r.dst, gateway=r.via, index=intf.index if intf else None)
+        for node in self.nodes.values():
+            if node.spec.default_route:
+                self._default_route(node, node.spec.default_route)
+        if self.spec.auto_static_arp:
+            self.static_arp()
+
+    def _default_route(self, node: Node, target: str) -> None:
+        nl = node.netlink()
+        try:
+            ipaddress.ip_address(target)
+        except ValueError:
+            intf = node.intf(target)
+            nl.add_route("0.0.0.0/0", index=intf.index if intf else None)
+            return
+        nl.add_route("0.0.0.0/0", gateway=target)
+
+    def static_arp(self) -> None:
+        """Fill every host's ARP table with every other host's address (Mininet's
+        ``autoStaticArp``)."""
+        hosts = [h for h in self.hosts if h.default_intf() is not None and h.ip]
+        entries = [(h.ip, h.mac) for h in hosts]
+        for h in hosts:
+            d = h.default_intf()
+            assert d is not None
+            for ip, mac in entries:
+                if ip != h.ip and ip and mac:
+                    h.netlink().add_neighbour(d.index, ip, mac)
+
+    def wait_stp(self, timeout: float = _STP_TIMEOUT) -> None:
+        """Wait until every STP bridge has left the listening and learning states."""
+        stp = [s for s in self.switches if s.spec.stp and isinstance(s, Switch)]
+        if not stp:
+            return
+        fabric = self._fabric_netlink()
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = [s.name for s in stp if isinstance(s, Switch)
+                       and any(st in (1, 2) for st in fabric.bridge_port_states(s.bridge_index))]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise KernelError(f"STP did not converge within {timeout:.0f} s on {pending}")
+            time.sleep(0.2)
+
+    # -- teardown -----------------------------------------------------------------
+
+    def stop(self) -> None:
+        """End every process, remove every object this run made. Idempotent."""
+        if self._state is None:
+            return
+        for node in self.nodes.values():
+            with contextlib.suppress(Exception):
+                node.close()
+        if self._fabric_nl is not None:
+            self._fabric_nl.close()
+            self._fabric_nl = None
+        problems = remove_all(self._state)
+        for p in problems:
+            log.error("run %s: teardown: %s", self._state.run_id, p)
+        self._state.close(remove=not problems)
+        self._state = None
+        self._started = False
+        self.nodes.clear()
+        self.links.clear()
+        self._realized.clear()
+        self._restore_handlers()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._atexit)
+
+    # -- tests ----------------------------------------------------------------------
+
+    def ping_all(self, timeout: float = 1.0) -> float:
+        """Ping between every ordered pair of hosts; returns the percent dropped."""
+        results = self.ping_pairs(self.hosts, timeout)
+        if not results:
+            return 0.0
+        lost = sum(1 for ok in results.values() if not ok)
+        return 100.0 * lost / len(results)
+
+    def ping_pairs(self, hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:
+        results: dict[tuple[str, str], bool] = {}
+        for src in hosts:
+            for dst in hosts:
+                if src is dst or not dst.ip:
+                    continue
+                _, _, code = src.pexec(["ping", "-c1", f"-W{max(1, round(timeout))}", dst.ip])
+                results[(src.name, dst.name)] = code == 0
+        return results
+
+
+def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _kernel_has_qdisc(kind: str) -> bool:
+    """Probe in a scratch namespace whether the kernel can make a ``kind`` qdisc."""
+    name = f"fnprobe{os.getpid()}"
+    path = ns.create(name)
+    try:
+        nl = Netlink(path)
+        try:
+            nl.set_link(1, state="up")
+            return tc.probe_qdisc(nl, kind)
+        finally:
+            nl.close()
+    finally:
+        ns.delete(name)

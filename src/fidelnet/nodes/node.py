@@ -1,0 +1,220 @@
+"""Runtime nodes: hosts, routers and switches of a running network.
+
+- :class:`Node`: a network namespace of its own, a lazily started persistent shell,
+  processes started by argv through ``fidelnet-exec``, its interfaces.
+- :class:`Host`: an end host (the default node).
+- :class:`Router`: a host with IPv4 forwarding on.
+- :class:`Switch`: a Linux bridge. All switches of a run share one "fabric"
+  namespace, so nothing is added to the host namespace; a switch's shell runs there.
+
+Every process a node starts joins the node's cgroup, so teardown ends all of them,
+including daemons that left the shell's session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.errors import NodeError, ValidationError
+from fidelnet.kernel import cgroups, launcher
+from fidelnet.kernel.netlink import Netlink
+from fidelnet.kernel.state import process_start_time
+from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.shell import Shell
+from fidelnet.topology.spec import NodeSpec
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["Host", "Node", "Router", "Switch"]
+
+_SHELL_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "PYTHONPATH")
+
+
+class Node:
+    """A node with its own network namespace."""
+
+    kind = "host"
+
+    def __init__(self, net: Network, spec: NodeSpec) -> None:
+        self.net = net
+        self.spec = spec
+        self.name = spec.name
+        # The namespace file's path, set when the network realizes the node;
+        # None means the host namespace.
+        self.netns: str | None = None
+        self.intfs: dict[int, Interface] = {}
+        self._nl: Netlink | None = None
+        self._shell: Shell | None = None
+        self._cgroups: list[str] | None = None
+        self._popens: list[subprocess.Popen[Any]] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+    # -- kernel handles -----------------------------------------------------------
+
+    def netlink(self) -> Netlink:
+        if self._nl is None:
+            self._nl = Netlink(self.netns)
+        return self._nl
+
+    def cgroup_dirs(self) -> list[str]:
+        """The node's cgroups, created (and recorded) on first use."""
+        if self._cgroups is None:
+            fs = self.net.cgroupfs
+            limit = None
+            if self.spec.cpu is not None or self.spec.cores is not None:
+                limit = cgroups.CpuLimit(self.spec.cpu, self.spec.cores)
+            dirs = fs.node_dirs(self.net.run_id, self.name, limit)
+            for d in dirs:
+                self.net.state_record("cgroup", path=d)
+                cgroups.create(fs, d, limit)
+            self._cgroups = dirs
+        return self._cgroups
+
+    # -- processes ------------------------------------------------------------------
+
+    def shell(self) -> Shell:
+        if self._shell is not None and not self._shell.alive():
+            self._shell.close()
+            self._shell = None
+        if self._shell is None:
+            env = {k: v for k, v in os.environ.items() if k in _SHELL_ENV_KEEP}
+            env["PS1"] = "\x7f"
+            argv = launcher.exec_argv(
+                ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
+                netns=self.netns, new_mount=self.netns is not None,
+                hostname=self.name if self.netns is not None and self.kind != "switch" else None,
+                cgroups=self.cgroup_dirs(), session=True, ctty=True,
+            )
+            self._shell = Shell(self.name, argv, env)
+            start = process_start_time(self._shell.pid)
+            if start is not None:
+                self.net.state_record("process", pid=self._shell.pid, start=start)
+        return self._shell
+
+    def cmd(self, command: str, *, verbose: bool = False) -> str:
+        """Run a shell command in the node's persistent shell and return its output."""
+        del verbose
+        return self.shell().run(command)
+
+    def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``argv`` (a list, never parsed by a shell) inside the node."""
+        if isinstance(argv, str):
+            raise ValidationError("argv", "must be a list of arguments, not a string", argv)
+        sh = self.shell()
+        full = launcher.exec_argv(list(argv), join_pid=sh.pid, cgroups=self.cgroup_dirs(),
+                                  cwd=kwargs.pop("cwd", None))
+        kwargs.setdefault("close_fds", True)
+        try:
+            proc: subprocess.Popen[Any] = subprocess.Popen(full, **kwargs)
+        except OSError as exc:
+            raise NodeError(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
+        self._popens.append(proc)
+        return proc
+
+    def pexec(self, argv: Sequence[str], timeout: float | None = None) -> tuple[str, str, int]:
+        """Run ``argv`` in the node to completion; returns (stdout, stderr, exit code)."""
+        p = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=timeout)
+        return out, err, p.returncode
+
+    # -- interfaces ----------------------------------------------------------------
+
+    def add_intf(self, intf: Interface) -> None:
+        self.intfs[intf.port] = intf
+
+    def intf_list(self) -> list[Interface]:
+        return [self.intfs[p] for p in sorted(self.intfs)]
+
+    def default_intf(self) -> Interface | None:
+        lst = self.intf_list()
+        return lst[0] if lst else None
+
+    def intf(self, name: str | None = None) -> Interface | None:
+        if name is None:
+            return self.default_intf()
+        for i in self.intfs.values():
+            if i.name == name:
+                return i
+        raise ValidationError(f"{self.name}.intf", "no such interface", name,
+                              [i.name for i in self.intf_list()])
+
+    @property
+    def ip(self) -> str | None:
+        d = self.default_intf()
+        if d is not None and d.ip is not None:
+            return d.ip
+        if self.spec.ip:
+            return self.spec.ip.split("/")[0]
+        return None
+
+    @property
+    def mac(self) -> str | None:
+        d = self.default_intf()
+        return d.mac if d is not None else None
+
+    def set_ip(self, cidr: str, intf: Interface | None = None) -> None:
+        target = intf or self.default_intf()
+        if target is None:
+            raise NodeError(f"{self.name}: has no interface to put {cidr} on")
+        target.set_ip(cidr)
+
+    def configure(self) -> None:
+        """Per-kind configuration after the node's interfaces exist."""
+
+    # -- teardown ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the node's processes and release its handles (namespaces are the
+        network's to remove)."""
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        for p in self._popens:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            for stream in (p.stdin, p.stdout, p.stderr):
+                if stream is not None:
+                    stream.close()
+        self._popens.clear()
+        if self._nl is not None:
+            self._nl.close()
+            self._nl = None
+
+
+class Host(Node):
+    """An end host."""
+
+    kind = "host"
+
+
+class Router(Node):
+    """A node that forwards IPv4 between its interfaces."""
+
+    kind = "router"
+
+    def configure(self) -> None:
+        self.netlink().write_sysctl("net.ipv4.ip_forward", "1")
+
+
+class Switch(Node):
+    """A Linux bridge in the run's fabric namespace."""
+
+    kind = "switch"
+
+    def __init__(self, net: Network, spec: NodeSpec) -> None:
+        super().__init__(net, spec)
+        self.bridge_index = -1
+
+    @property
+    def ip(self) -> str | None:
+        return None

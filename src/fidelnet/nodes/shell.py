@@ -1,0 +1,145 @@
+"""A node's persistent shell, with Mininet's ``cmd`` semantics.
+
+Mininet runs one interactive ``bash`` per node on a pseudo-terminal, so ``cd``,
+variables and background jobs persist from one ``cmd`` to the next, and ``^C``
+interrupts the foreground job. The prompt is the single byte 0x7f: seeing it means
+the last command finished. A background command (``… &``) is followed by a
+``printf`` of ``\\001<pid>\\n`` so its pid can be picked out of the output.
+
+This class does the same, but the shell is started lazily (a node that never runs
+a command never pays for a shell) and it is started through ``fidelnet-exec``, so
+it enters the node's namespaces and cgroups before ``bash`` runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import re
+import select
+import subprocess
+import termios
+from collections.abc import Sequence
+
+from fidelnet.errors import NodeError
+
+__all__ = ["Shell"]
+
+PROMPT = "\x7f"
+_PID_MARK = re.compile(r"\x01(\d+)\r?\n")
+_JOB_LINE = re.compile(r"\[\d+\] \d+\r?\n")
+
+
+class Shell:
+    """One interactive bash on a pty, running inside a node."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
+        self.name = name
+        master, slave = pty.openpty()
+        attrs = termios.tcgetattr(slave)
+        attrs[3] &= ~termios.ECHO  # lflag: no echo from the start
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        try:
+            self.proc = subprocess.Popen(
+                list(argv), stdin=slave, stdout=slave, stderr=slave, close_fds=True, env=env,
+            )
+        except OSError as exc:
+            os.close(master)
+            raise NodeError(f"{name}: cannot start its shell: {exc}") from exc
+        finally:
+            os.close(slave)
+        self.fd = master
+        self.waiting = False
+        self.last_pid: int | None = None
+        self.last_cmd: str | None = None
+        self._poller = select.poll()
+        self._poller.register(self.fd, select.POLLIN)
+        # Wait for the first prompt, then quiet the shell down as Mininet does.
+        self.waiting = True
+        self.wait_output()
+        self.send("unset HISTFILE; set +m")
+        self.wait_output()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    # -- raw I/O --------------------------------------------------------------
+
+    def readable(self, timeout_ms: int | None = None) -> bool:
+        return bool(self._poller.poll(timeout_ms))
+
+    def read(self, size: int = 4096) -> str:
+        try:
+            data = os.read(self.fd, size)
+        except OSError:
+            data = b""
+        if not data:
+            if not self.alive() or self.proc.poll() is not None:
+                self.waiting = False
+                raise NodeError(f"{self.name}: shell exited with code {self.proc.returncode}")
+        return data.decode("utf-8", "replace")
+
+    def write(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    # -- Mininet protocol -------------------------------------------------------
+
+    def send(self, command: str) -> None:
+        """Send a command without waiting for it (Mininet's ``sendCmd``)."""
+        if self.waiting:
+            raise NodeError(f"{self.name}: still waiting for output of {self.last_cmd!r}")
+        if not re.search(r"\w", command):
+            command = "echo -n"  # an empty line would not produce a prompt change
+        self.last_cmd = command
+        if command.rstrip().endswith("&"):
+            command += ' printf "\\001%d\\012" $! '
+        self.last_pid = None
+        self.waiting = True
+        self.write(command + "\n")
+
+    def monitor(self, timeout_ms: int | None = None, find_pid: bool = True) -> str:
+        """Return whatever output is ready (Mininet's ``monitor``)."""
+        if not self.readable(timeout_ms):
+            return ""
+        data = self.read()
+        if find_pid and "\x01" in data:
+            data = _JOB_LINE.sub("", data)
+            while not _PID_MARK.search(data):
+                data += self.read()
+            m = _PID_MARK.search(data)
+            if m:
+                self.last_pid = int(m.group(1))
+            data = _PID_MARK.sub("", data)
+        if PROMPT in data:
+            self.waiting = False
+            data = data.replace(PROMPT, "")
+        return data
+
+    def wait_output(self, find_pid: bool = True) -> str:
+        out = []
+        while self.waiting:
+            out.append(self.monitor(find_pid=find_pid))
+        return "".join(out)
+
+    def run(self, command: str) -> str:
+        self.send(command)
+        return self.wait_output()
+
+    def interrupt(self) -> None:
+        """Send ^C to the foreground job (Mininet's ``sendInt``)."""
+        self.write("\x03")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = -1
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, 9)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)

@@ -1,0 +1,119 @@
+"""Topology specifications: pure data, no I/O.
+
+A :class:`TopologySpec` is what every front door (the Python API, a Mininet
+``Topo``, a scenario file) produces, and what :mod:`fidelnet.topology.validate`
+checks before anything touches the kernel. Quantities are held in base units
+(bit/s, seconds, bytes, percent), already parsed from text by
+:mod:`fidelnet.topology.units`.
+
+Classes:
+
+- :class:`LinkParams`: shaping and impairment of one link direction.
+- :class:`NodeSpec`: a host, switch or router, with its addressing and CPU limits.
+- :class:`LinkSpec`: a link between two nodes, with optional interface names,
+  ports, addresses and parameters.
+- :class:`TopologySpec`: nodes in insertion order, links, and network-wide options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+__all__ = ["NODE_KINDS", "LinkParams", "LinkSpec", "NodeKind", "NodeSpec", "TopologySpec"]
+
+NodeKind = Literal["host", "switch", "router"]
+NODE_KINDS: tuple[str, ...] = ("host", "switch", "router")
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Shaping and impairment of one link direction (``None`` means unshaped)."""
+
+    bw: float | None = None  # bit/s
+    delay: float | None = None  # seconds
+    jitter: float | None = None  # seconds
+    loss: float | None = None  # percent, 0..100
+    max_queue_size: int | None = None  # packets
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in (self.bw, self.delay, self.jitter, self.loss,
+                                       self.max_queue_size))
+
+    def merged(self, other: LinkParams) -> LinkParams:
+        """These values, overridden by every value ``other`` sets."""
+        updates = {k: v for k, v in other.__dict__.items() if v is not None}
+        return replace(self, **updates)
+
+
+@dataclass
+class NodeSpec:
+    """One node. ``ip`` is CIDR (``"10.0.0.1/8"``); ``cpu`` a fraction of all cores."""
+
+    name: str
+    kind: NodeKind = "host"
+    ip: str | None = None
+    mac: str | None = None
+    default_route: str | None = None  # a next-hop address or an interface name
+    cpu: float | None = None
+    cores: tuple[int, ...] | None = None
+    sched: Literal["cfs", "rt"] | None = None
+    stp: bool = False  # switches only
+    in_namespace: bool = True
+    opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
+
+
+@dataclass
+class LinkSpec:
+    """A link between ``a`` and ``b``; ``params`` applies to both directions unless
+    ``params_ab`` (a to b) or ``params_ba`` (b to a) override it."""
+
+    a: str
+    b: str
+    a_intf: str | None = None
+    b_intf: str | None = None
+    a_port: int | None = None
+    b_port: int | None = None
+    a_ip: str | None = None  # CIDR
+    b_ip: str | None = None
+    a_mac: str | None = None
+    b_mac: str | None = None
+    params: LinkParams = field(default_factory=LinkParams)
+    params_ab: LinkParams | None = None
+    params_ba: LinkParams | None = None
+    key: str | None = None  # distinguishes parallel links between the same pair
+
+    def direction(self, src: str) -> LinkParams:
+        """Parameters for traffic leaving ``src`` (``a`` or ``b``) onto this link."""
+        if src == self.a:
+            return self.params.merged(self.params_ab) if self.params_ab else self.params
+        return self.params.merged(self.params_ba) if self.params_ba else self.params
+
+
+@dataclass
+class TopologySpec:
+    """A whole topology: nodes in insertion order, links, network-wide options."""
+
+    nodes: dict[str, NodeSpec] = field(default_factory=dict)
+    links: list[LinkSpec] = field(default_factory=list)
+    ip_base: str = "10.0.0.0/8"
+    auto_set_macs: bool = False
+    auto_static_arp: bool = False
+    auto_routes: bool = False  # install shortest-path static routes between routed nodes
+
+    def add_node(self, node: NodeSpec) -> NodeSpec:
+        self.nodes[node.name] = node
+        return node
+
+    def add_link(self, link: LinkSpec) -> LinkSpec:
+        self.links.append(link)
+        return link
+
+    def hosts(self) -> list[NodeSpec]:
+        return [n for n in self.nodes.values() if n.kind == "host"]
+
+    def switches(self) -> list[NodeSpec]:
+        return [n for n in self.nodes.values() if n.kind == "switch"]
+
+    def routers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes.values() if n.kind == "router"]

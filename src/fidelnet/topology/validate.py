@@ -1,0 +1,361 @@
+"""Checks a :class:`TopologySpec` before anything touches the kernel.
+
+Holds :func:`problems` (every problem, as :class:`ValidationError` values, in a
+stable order) and :func:`validate` (raises the first one). Pure data: nothing is
+created, read or run.
+
+Field names point at the culprit: ``ip_base``, ``nodes.h1.ip``, ``links[3].b``,
+``links[0].params.loss``. Checked, in this order:
+
+- ``ip_base``: an IPv4 network, with room for the hosts that need an address;
+- nodes: name (``^[A-Za-z][A-Za-z0-9_]*$``, 1..64 characters, equal to its key),
+  kind, ``stp`` only on switches, ``cpu`` in (0, 1], ``cores`` distinct
+  non-negative integers, ``sched`` ``cfs``/``rt`` (CPU limits not on switches),
+  ``ip`` CIDR and ``mac`` a unicast, non-zero MAC;
+- links: known endpoints, no self-links, ports non-negative integers, interface
+  names legal for Linux (at most 15 bytes, no ``/``, ``:`` or whitespace),
+  addresses and MACs well formed, parameters (finite, non-negative, ``bw`` > 0,
+  ``loss`` <= 100, ``max_queue_size`` an integer >= 1, ``jitter`` only with a delay);
+- across links: duplicate ports or interface names on a node (and among nodes
+  sharing the root namespace), default interface names too long for a node name;
+- addresses: the same IP address (or MAC) on two interfaces, and a node ``ip``
+  that contradicts the address its link gives the same (default) interface.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import TypeGuard
+
+from fidelnet.errors import ValidationError
+from fidelnet.topology.addressing import Interface, interfaces, parse_cidr, plan_ips, plan_ports
+from fidelnet.topology.spec import NODE_KINDS, LinkParams, LinkSpec, NodeSpec, TopologySpec
+
+__all__ = ["IFNAMSIZ", "NAME_RULE", "problems", "validate"]
+
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_MAC_RE = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
+_MAX_NAME = 64
+IFNAMSIZ = 15
+"""Longest Linux interface name in bytes (the kernel's IFNAMSIZ minus the NUL)."""
+NAME_RULE = (
+    "node names must start with a letter, contain only letters, digits and '_', "
+    f"and have 1..{_MAX_NAME} characters"
+)
+_SCHEDS = ("cfs", "rt")
+_UNITS = {"bw": "bit/s", "delay": "seconds", "jitter": "seconds", "loss": "percent"}
+_CHOICES_SHOWN = 8
+
+Problems = Iterator[ValidationError]
+
+
+def validate(spec: TopologySpec) -> None:
+    """Raise the first problem :func:`problems` finds; return None if there is none."""
+    found = problems(spec)
+    if found:
+        raise found[0]
+
+
+def problems(spec: TopologySpec) -> list[ValidationError]:
+    """Every problem in ``spec``, in a stable order; empty when it is usable."""
+    checks: tuple[Callable[[TopologySpec], Problems], ...] = (
+        _check_ip_base,
+        _check_nodes,
+        _check_links,
+        _check_ports_and_names,
+        _check_addresses,
+    )
+    return [problem for check in checks for problem in check(spec)]
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cidr_problem(field: str, value: object) -> Problems:
+    try:
+        parse_cidr(field, value)
+    except ValidationError as exc:
+        yield exc
+
+
+def _mac_problem(field: str, value: object) -> Problems:
+    if not isinstance(value, str) or not _MAC_RE.fullmatch(value):
+        yield ValidationError(field, "must be a MAC address like 00:00:00:00:00:01", value)
+    elif int(value[:2], 16) & 1:
+        yield ValidationError(
+            field, "is a multicast MAC (odd first octet); use a unicast one", value
+        )
+    elif int(value.replace(":", ""), 16) == 0:
+        yield ValidationError(field, "the all-zero MAC cannot be given to an interface", value)
+
+
+# --- ip_base -----------------------------------------------------------------------
+
+
+def _check_ip_base(spec: TopologySpec) -> Problems:
+    try:
+        plan_ips(spec)  # parses ip_base and checks it has room for every number
+    except ValidationError as exc:
+        yield exc
+
+
+# --- nodes -------------------------------------------------------------------------
+
+
+def _check_nodes(spec: TopologySpec) -> Problems:
+    for key, node in spec.nodes.items():
+        where = f"nodes.{key}"
+        yield from _check_name(where, key, node)
+        yield from _check_kind(where, node)
+        yield from _check_cpu(where, node)
+        if node.ip is not None:
+            yield from _cidr_problem(f"{where}.ip", node.ip)
+        if node.mac is not None:
+            yield from _mac_problem(f"{where}.mac", node.mac)
+
+
+def _check_name(where: str, key: object, node: NodeSpec) -> Problems:
+    name = node.name
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or len(name) > _MAX_NAME:
+        yield ValidationError(f"{where}.name", NAME_RULE, name)
+    elif name != key:
+        yield ValidationError(f"{where}.name", f"differs from its key {key!r} in nodes", name)
+
+
+def _check_kind(where: str, node: NodeSpec) -> Problems:
+    if node.kind not in NODE_KINDS:
+        yield ValidationError(f"{where}.kind", "unknown node kind", node.kind, NODE_KINDS)
+    if node.stp and node.kind != "switch":
+        yield ValidationError(f"{where}.stp", "stp applies only to switches", node.stp)
+
+
+def _check_cpu(where: str, node: NodeSpec) -> Problems:
+    limited = [f for f in ("cpu", "cores", "sched") if getattr(node, f) is not None]
+    if limited and node.kind == "switch":
+        yield ValidationError(
+            f"{where}.{limited[0]}",
+            "CPU limits apply only to hosts and routers, not switches",
+            getattr(node, limited[0]),
+        )
+    cpu = node.cpu
+    if cpu is not None and (not _is_number(cpu) or not 0 < cpu <= 1):
+        yield ValidationError(f"{where}.cpu", "must be a fraction of all cores in (0, 1]", cpu)
+    if node.cores is not None:
+        yield from _check_cores(f"{where}.cores", node.cores)
+    if node.sched is not None and node.sched not in _SCHEDS:
+        yield ValidationError(f"{where}.sched", "unknown scheduler", node.sched, _SCHEDS)
+
+
+def _check_cores(field: str, cores: object) -> Problems:
+    if not isinstance(cores, tuple | list) or not cores:
+        yield ValidationError(field, "must be a non-empty tuple of core numbers", cores)
+    elif not all(_is_int(c) and c >= 0 for c in cores):
+        yield ValidationError(field, "core numbers must be non-negative integers", cores)
+    elif len(set(cores)) != len(cores):
+        yield ValidationError(field, "lists a core more than once", cores)
+
+
+# --- links -------------------------------------------------------------------------
+
+
+def _check_links(spec: TopologySpec) -> Problems:
+    for index, link in enumerate(spec.links):
+        where = f"links[{index}]"
+        yield from _check_endpoints(spec, where, link)
+        for side in ("a", "b"):
+            yield from _check_end(f"{where}.{side}", link, side)
+        for attr in ("params", "params_ab", "params_ba"):
+            params = getattr(link, attr)
+            if params is not None:
+                yield from _check_params(f"{where}.{attr}", params, link.params, attr)
+
+
+def _known_choices(spec: TopologySpec) -> tuple[str, list[str]]:
+    names = [str(n) for n in spec.nodes]
+    if len(names) <= _CHOICES_SHOWN:
+        return "unknown node", names
+    return f"unknown node (first {_CHOICES_SHOWN} of {len(names)} shown)", names[:_CHOICES_SHOWN]
+
+
+def _check_endpoints(spec: TopologySpec, where: str, link: LinkSpec) -> Problems:
+    for side, name in (("a", link.a), ("b", link.b)):
+        if not isinstance(name, str) or name not in spec.nodes:
+            problem, choices = _known_choices(spec)
+            yield ValidationError(f"{where}.{side}", problem, name, choices)
+    if link.a == link.b:
+        yield ValidationError(where, "a link cannot connect a node to itself", link.a)
+
+
+def _check_end(where: str, link: LinkSpec, side: str) -> Problems:
+    port = getattr(link, f"{side}_port")
+    if port is not None and not (_is_int(port) and port >= 0):
+        yield ValidationError(f"{where}_port", "must be a non-negative integer", port)
+    intf = getattr(link, f"{side}_intf")
+    if intf is not None:
+        yield from _check_intf_name(f"{where}_intf", intf)
+    ip = getattr(link, f"{side}_ip")
+    if ip is not None:
+        yield from _cidr_problem(f"{where}_ip", ip)
+    mac = getattr(link, f"{side}_mac")
+    if mac is not None:
+        yield from _mac_problem(f"{where}_mac", mac)
+
+
+def _check_intf_name(field: str, name: object) -> Problems:
+    if not isinstance(name, str) or not name or name in (".", ".."):
+        yield ValidationError(field, "must be a non-empty interface name", name)
+    elif any(c in name for c in "/:") or any(c.isspace() for c in name):
+        yield ValidationError(field, "interface names cannot contain '/', ':' or whitespace", name)
+    elif len(name.encode()) > IFNAMSIZ:
+        yield ValidationError(
+            field,
+            f"is {len(name.encode())} bytes; Linux allows at most {IFNAMSIZ}; "
+            "choose a shorter name",
+            name,
+        )
+
+
+def _check_params(where: str, params: object, base: LinkParams, attr: str) -> Problems:
+    if not isinstance(params, LinkParams):
+        yield ValidationError(where, "must be a LinkParams", params)
+        return
+    for name in ("bw", "delay", "jitter", "loss"):
+        yield from _check_quantity(f"{where}.{name}", getattr(params, name))
+    queue = params.max_queue_size
+    if queue is not None and not (_is_int(queue) and queue >= 1):
+        yield ValidationError(f"{where}.max_queue_size", "must be an integer >= 1 (packets)", queue)
+    delay = params.delay
+    if delay is None and attr != "params" and isinstance(base, LinkParams):
+        delay = base.delay
+    if params.jitter is not None and delay is None:
+        yield ValidationError(
+            f"{where}.jitter", "jitter needs a delay on the same link", params.jitter
+        )
+
+
+def _check_quantity(field: str, value: object) -> Problems:
+    if value is None:
+        return
+    name = field.rsplit(".", 1)[1]
+    if not _is_number(value):
+        yield ValidationError(
+            field,
+            f"must be a number in {_UNITS[name]} (parse text with fidelnet.topology.units)",
+            value,
+        )
+    elif math.isnan(value) or math.isinf(value):
+        yield ValidationError(field, "must be a finite number", value)
+    elif value < 0:
+        yield ValidationError(field, "must not be negative", value)
+    elif name == "bw" and value == 0:
+        yield ValidationError(field, "must be positive (a rate of 0 would carry nothing)", value)
+    elif name == "loss" and value > 100:
+        yield ValidationError(field, "must be at most 100 (percent)", value)
+
+
+# --- ports and interface names -------------------------------------------------------
+
+
+def _namespace(spec: TopologySpec, node: str) -> str:
+    """Nodes outside a namespace share the root one, and with it their interface names."""
+    found = spec.nodes.get(node)
+    return node if found is None or found.in_namespace else "<root namespace>"
+
+
+def _check_ports_and_names(spec: TopologySpec) -> Problems:
+    ports: dict[tuple[str, object], int] = {}
+    names: dict[tuple[str, str], int] = {}
+    long_default: set[str] = set()
+    for index, (link, plan) in enumerate(zip(spec.links, plan_ports(spec), strict=True)):
+        for side, node, port, name in (
+            ("a", link.a, plan.a_port, plan.a_intf),
+            ("b", link.b, plan.b_port, plan.b_intf),
+        ):
+            where = f"links[{index}].{side}"
+            if _is_int(port) and port >= 0:
+                first = ports.setdefault((node, port), index)
+                if first != index:
+                    yield ValidationError(
+                        f"{where}_port",
+                        f"port {port} of node {node} is already used by links[{first}]",
+                        port,
+                    )
+            if not isinstance(name, str):
+                continue
+            first = names.setdefault((_namespace(spec, node), name), index)
+            if first != index:
+                yield ValidationError(
+                    f"{where}_intf",
+                    f"interface name {name!r} is already used by links[{first}]",
+                    name,
+                )
+            explicit = getattr(link, f"{side}_intf") is not None
+            if not explicit and len(name.encode()) > IFNAMSIZ and node not in long_default:
+                long_default.add(node)
+                yield _long_default_name(node, name, port)
+
+
+def _long_default_name(node: str, name: str, port: int) -> ValidationError:
+    room = IFNAMSIZ - len(f"-eth{port}")
+    return ValidationError(
+        f"nodes.{node}.name",
+        f"its interface name {name!r} is {len(name.encode())} bytes; Linux allows at most "
+        f"{IFNAMSIZ}; use a node name of at most {room} characters (or give the link "
+        "explicit interface names)",
+        node,
+    )
+
+
+# --- addresses -----------------------------------------------------------------------
+
+
+def _check_addresses(spec: TopologySpec) -> Problems:
+    ends = interfaces(spec)
+    yield from _check_default_ip(spec, ends)
+    yield from _check_unique(ends, "ip")
+    yield from _check_unique(ends, "mac")
+
+
+def _check_default_ip(spec: TopologySpec, ends: list[Interface]) -> Problems:
+    for end in ends:
+        node = spec.nodes.get(end.node)
+        if node is None or not end.default or node.ip is None or end.ip_field is None:
+            continue
+        if end.ip_field.startswith("links[") and _ip_part(end.ip) != _ip_part(node.ip):
+            yield ValidationError(
+                f"nodes.{end.node}.ip",
+                f"differs from {end.ip_field} ({end.ip}), the address of the same interface "
+                f"{end.name}; give one address or make them equal",
+                node.ip,
+            )
+
+
+def _ip_part(text: object) -> object:
+    return text.split("/", 1)[0] if isinstance(text, str) else text
+
+
+def _check_unique(ends: list[Interface], attr: str) -> Problems:
+    owners: dict[str, str] = {}
+    for end in ends:
+        value, field = getattr(end, attr), getattr(end, f"{attr}_field")
+        if not isinstance(value, str) or field is None:
+            continue
+        key = value.split("/", 1)[0] if attr == "ip" else value.lower()
+        first = owners.setdefault(key, field)
+        if first != field:
+            what = "address" if attr == "ip" else "MAC"
+            yield ValidationError(
+                field,
+                f"{what} {key} is already used by {first} (interface {end.name} of {end.node})",
+                value,
+            )
