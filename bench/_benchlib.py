@@ -9,8 +9,9 @@ What it measures:
 
 - :func:`mem_available_kib`: ``MemAvailable`` from ``/proc/meminfo``.
 - :func:`snapshot_pids` and :func:`started_processes`: the processes that appeared
-  since a snapshot and that belong to this run (descendants of this process, or
-  orphans reparented to init), with their resident set sizes.
+  since a snapshot and that belong to this run (descendants of this process, and
+  orphans reparented to init that a side-specific test claims), with their resident
+  and proportional set sizes (:func:`process_summary`).
 - :func:`root_links` and :func:`named_netns`: interface names in the host network
   namespace and names in ``ip netns list``, to see what a run added and whether it
   left anything behind.
@@ -26,6 +27,7 @@ import resource
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PAGE_KIB = resource.getpagesize() // 1024
@@ -96,12 +98,14 @@ def snapshot_pids() -> dict[int, Proc]:
     return procs
 
 
-def started_processes(before: dict[int, Proc]) -> list[Proc]:
-    """User-space processes alive now that were not in ``before`` and belong to this
-    run: their parent chain reaches this process, or reaches init without passing
-    through a process that existed before (daemonised children are reparented to
-    init or to a subreaper). A service that init starts meanwhile would be counted
-    too; on a quiet machine that does not happen."""
+def started_processes(
+    before: dict[int, Proc], adopt: Callable[[Proc], bool] | None = None
+) -> list[Proc]:
+    """User-space processes alive now that were not in ``before`` and that this run
+    started: descendants of this process, and orphans (whose parent chain reaches
+    init without passing through a process that existed before, as daemonised
+    children do) for which ``adopt`` says yes. Without ``adopt`` orphans are not
+    counted: on a shared machine other people's jobs look just like them."""
     me = os.getpid()
     now = snapshot_pids()
     ours = []
@@ -111,8 +115,12 @@ def started_processes(before: dict[int, Proc]) -> list[Proc]:
         q: Proc | None = p
         for _ in range(64):  # bounded walk up the parent chain
             assert q is not None
-            if q.ppid == me or q.ppid in (0, 1):
+            if q.ppid == me:
                 ours.append(p)
+                break
+            if q.ppid in (0, 1):
+                if adopt is not None and adopt(p):
+                    ours.append(p)
                 break
             if q.ppid in before:  # started by something that was already running
                 break
@@ -120,6 +128,35 @@ def started_processes(before: dict[int, Proc]) -> list[Proc]:
             if q is None:
                 break
     return sorted(ours, key=lambda p: p.pid)
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+
+
+def netns_inode(pid: int) -> int | None:
+    """Inode of the network namespace ``pid`` lives in."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def named_netns_inodes(prefix: str) -> set[int]:
+    """Inodes of the namespaces ``ip netns`` lists under names starting with
+    ``prefix``."""
+    inodes = set()
+    for name in named_netns():
+        if name.startswith(prefix):
+            try:
+                inodes.add(os.stat(f"/run/netns/{name}").st_ino)
+            except FileNotFoundError:
+                pass
+    return inodes
 
 
 def pss_kib(pid: int) -> int:
@@ -148,12 +185,18 @@ def process_summary(procs: list[Proc]) -> dict[str, object]:
     }
 
 
-def root_links() -> set[str]:
-    """Interface names in this process's network namespace (the host's)."""
+def root_links_with_alias() -> dict[str, str]:
+    """Interface name to alias ("" if none) in this process's network namespace
+    (the host's)."""
     out = subprocess.run(
         ["ip", "-j", "link", "show"], check=True, capture_output=True, text=True
     ).stdout
-    return {link["ifname"] for link in json.loads(out or "[]")}
+    return {link["ifname"]: link.get("ifalias", "") for link in json.loads(out or "[]")}
+
+
+def root_links() -> set[str]:
+    """Interface names in this process's network namespace (the host's)."""
+    return set(root_links_with_alias())
 
 
 def named_netns() -> set[str]:

@@ -97,6 +97,18 @@ class Network:
             raise StateError("the network is not open")
         self._state.record(kind, **fields)
 
+    @contextlib.contextmanager
+    def _owning(self, kind: str, **fields: Any) -> Iterator[None]:
+        """Record an object before the block creates it; if creation fails, record it
+        gone at once, so rollback never removes a same-named object we did not make."""
+        self.state_record(kind, **fields)
+        try:
+            yield
+        except BaseException:
+            assert self._state is not None
+            self._state.gone(kind, **fields)
+            raise
+
     def ns_name(self, node: str) -> str:
         return f"fn{self.run_id}-{node}"
 
@@ -242,8 +254,8 @@ class Network:
     def _fabric_netlink(self) -> Netlink:
         if self._fabric_nl is None:
             name = f"fn{self.run_id}.fabric"
-            self.state_record("netns", name=name)
-            self._fabric = ns.create(name)
+            with self._owning("netns", name=name):
+                self._fabric = ns.create(name)
             self._fabric_nl = Netlink(self._fabric)
             self._fabric_nl.set_link(1, state="up")
         return self._fabric_nl
@@ -269,8 +281,8 @@ class Network:
             fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(self.run_id))
         elif spec.in_namespace:
             name = self.ns_name(spec.name)
-            self.state_record("netns", name=name)
-            node.netns = ns.create(name)
+            with self._owning("netns", name=name):
+                node.netns = ns.create(name)
             node.netlink().set_link(1, state="up")
         self.nodes[spec.name] = node
 
@@ -291,11 +303,13 @@ class Network:
         na, nb = self.nodes[link.a], self.nodes[link.b]
         assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
         mark = mark_for(self.run_id)
-        for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
-            if node.netns is None:
-                self.state_record("link", ifname=ifname)
         nla, nlb = na.netlink(), nb.netlink()
-        ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or f"/proc/{os.getpid()}/ns/net")
+        with contextlib.ExitStack() as owned:
+            for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
+                if node.netns is None:
+                    owned.enter_context(self._owning("link", ifname=ifname))
+            ia = nla.add_veth(link.a_intf, link.b_intf,
+                              nb.netns or f"/proc/{os.getpid()}/ns/net")
         ib = nlb.index(link.b_intf)
         intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
         intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)

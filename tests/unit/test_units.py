@@ -92,8 +92,9 @@ def test_size_bare_number_rejected_when_bare_unit_is_none() -> None:
         parse_size("limit", "1500", bare_unit=None)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("1%", 1.0), ("0.5%", 0.5), ("0", 0.0),
-                                                ("100%", 100.0), (25, 25.0)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1%", 1.0), ("0.5%", 0.5), ("0", 0.0), ("100%", 100.0), (25, 25.0)]
+)
 def test_parse_percent_in_bounds(text: str | int, expected: float) -> None:
     assert parse_percent("loss", text) == expected
 

@@ -16,9 +16,8 @@ mod args;
 mod launch;
 mod ns;
 
-use std::ffi::{CStr, OsStr, OsString};
+use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 
 /// Parse, set up, exec; returns the exit status if anything fails.
 fn run(args: &[OsString]) -> i32 {
@@ -63,6 +62,9 @@ fn print_stdout(text: &str) -> i32 {
 #[cfg(not(test))]
 #[no_mangle]
 unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    use std::ffi::{CStr, OsStr};
+    use std::os::unix::ffi::OsStrExt;
+
     let args: Vec<OsString> = (1..argc.max(0) as usize)
         .map(|i| {
             // SAFETY: the C runtime passes `argc` valid NUL-terminated strings.

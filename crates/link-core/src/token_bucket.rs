@@ -375,7 +375,7 @@ mod tests {
     fn fixed_size_backlog_is_exact_at_100_gbit() {
         // Two 1500-byte packets fit the burst, then one leaves every 120 ns.
         let mut tb = TokenBucket::new(100 * GBIT, 3000).unwrap();
-        let sched = backlogged(&mut tb, std::iter::repeat(1500).take(1_000_001));
+        let sched = backlogged(&mut tb, std::iter::repeat_n(1500, 1_000_001));
         assert_eq!((sched[0].0, sched[1].0, sched[2].0), (0, 0, 120));
         assert_eq!(sched[1_000_000].0, 119_999_880);
     }
@@ -386,10 +386,10 @@ mod tests {
         // one frame, so it is full at every rounded-up departure. Packet k
         // must leave at ceil(121.12 * k) ns, not every 122 ns.
         let mut tb = TokenBucket::new(100 * GBIT, 1514).unwrap();
-        let sched = backlogged(&mut tb, std::iter::repeat(1514).take(1_000_001));
+        let sched = backlogged(&mut tb, std::iter::repeat_n(1514, 1_000_001));
         for (k, &(t, _)) in sched.iter().enumerate() {
             let ideal_x100 = 12_112 * k as u64; // in hundredths of a ns
-            assert_eq!(t, (ideal_x100 + 99) / 100, "packet {k}");
+            assert_eq!(t, ideal_x100.div_ceil(100), "packet {k}");
         }
         assert_eq!(sched[1].0, 122);
         assert_eq!(sched[2].0, 243);
