@@ -21,6 +21,7 @@ What it measures:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -152,10 +153,8 @@ def named_netns_inodes(prefix: str) -> set[int]:
     inodes = set()
     for name in named_netns():
         if name.startswith(prefix):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 inodes.add(os.stat(f"/run/netns/{name}").st_ino)
-            except FileNotFoundError:
-                pass
     return inodes
 
 

@@ -26,6 +26,7 @@ versions, kernel, machine, settings) go to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -90,10 +91,8 @@ def run_side(side: str, topo: str, args: argparse.Namespace) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 record = json.loads(line)
-            except json.JSONDecodeError:
-                pass
             break
     record.setdefault("side", side)
     record.setdefault("topo", topo)
@@ -106,7 +105,7 @@ def run_side(side: str, topo: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def median(records: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
+    values = [r[key] for r in records if isinstance(r.get(key), int | float)]
     return statistics.median(values) if values else None
 
 
@@ -115,9 +114,7 @@ def summarise(runs: list[dict[str, Any]], topos: list[str]) -> list[dict[str, An
     for topo in topos:
         per_side: dict[str, dict[str, Any]] = {}
         for side in SIDES:
-            ok = [
-                r for r in runs if r["side"] == side and r["topo"] == topo and "error" not in r
-            ]
+            ok = [r for r in runs if r["side"] == side and r["topo"] == topo and "error" not in r]
             for r in ok:
                 if "build_s" in r and "teardown_s" in r:
                     r["total_s"] = r["build_s"] + r["teardown_s"]

@@ -16,7 +16,9 @@ just before the build to the idle network after a settle, divided by
 ``len(net.nodes)``; the processes the run started are reported beside it. After
 teardown the script compares the host's interfaces, ``ip netns list``, the state
 files under ``/run/fidelnet`` and the processes it started with what was there
-before and reports anything left as a leak. It cleans nothing up itself: a leak is
+before, keeps what carries this run's id (``net.run_id``: namespaces
+``fn<run-id>-*``, interface aliases, ``<run-id>.json``; other runs may be active on
+the machine) and reports it as a leak. It cleans nothing up itself: a leak is
 a bug to see, not to hide.
 
 Exit status: 0 on success, 1 when the run failed or leaked, 3 when the fidelnet
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _benchlib as bl  # noqa: E402
+import _benchlib as bl
 
 STATE_DIR = Path("/run/fidelnet")
 
@@ -86,6 +88,15 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
     procs_before = bl.snapshot_pids()
 
     net = Network(spec)
+    run_id = getattr(net, "run_id", None)
+    result["run_id"] = run_id
+    prefix = f"fn{run_id}" if run_id else None
+    ns_inodes: set[int] = set()
+
+    def ours(p: bl.Proc) -> bool:
+        """An orphan is ours if it lives in one of this run's namespaces."""
+        return bl.netns_inode(p.pid) in ns_inodes
+
     mem_before = bl.idle_settle(0.2)
     started = False
     try:
@@ -98,8 +109,10 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         result["hosts"] = len(net.hosts)
         result["switches"] = len(net.switches)
         result["links"] = len(net.links)
+        if prefix:
+            ns_inodes = bl.named_netns_inodes(prefix)
         mem_idle = bl.idle_settle(settle)
-        result["processes"] = bl.process_summary(bl.started_processes(procs_before))
+        result["processes"] = bl.process_summary(bl.started_processes(procs_before, ours))
         result["root_links_added"] = len(bl.root_links() - links_before)
         result["netns_added"] = len(bl.named_netns() - netns_before)
         result["mem_available_before_kib"] = mem_before
@@ -114,11 +127,21 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
             result["teardown_s"] = time.perf_counter() - t0
     result["mem_available_after_teardown_kib"] = bl.idle_settle(0.5, samples=3)
 
+    # Attribute by run id where it is known: other runs may be active on this machine.
+    new_links = {n: a for n, a in bl.root_links_with_alias().items() if n not in links_before}
+    new_netns = bl.named_netns() - netns_before
+    new_state = state_files() - state_before
+    if run_id:
+        new_links = {n: a for n, a in new_links.items() if run_id in a or run_id in n}
+        new_netns = {n for n in new_netns if n.startswith(f"fn{run_id}")}
+        new_state = {n for n in new_state if run_id in n}
+    else:
+        result["leaks_unattributed"] = True  # Network has no run_id: plain differences
     leaks = {
-        "root_links": sorted(bl.root_links() - links_before),
-        "netns": sorted(bl.named_netns() - netns_before),
-        "state_files": sorted(state_files() - state_before),
-        "processes": [f"{p.pid}:{p.comm}" for p in bl.started_processes(procs_before)],
+        "root_links": sorted(new_links),
+        "netns": sorted(new_netns),
+        "state_files": sorted(new_state),
+        "processes": [f"{p.pid}:{p.comm}" for p in bl.started_processes(procs_before, ours)],
     }
     result["leaks"] = {k: v for k, v in leaks.items() if v}
     return result

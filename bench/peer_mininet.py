@@ -28,15 +28,18 @@ divided by the node count; the resident set sizes of the processes the run start
 The script needs a clean start: it refuses to run if interfaces that the topology
 would create already exist in the host namespace (a crashed earlier run) and says
 so, instead of running ``mn -c`` before it. After ``net.stop()`` it compares the
-host's interfaces, ``ip netns list`` and the processes it started with what was
-there before; only if Mininet left something behind does it run ``mn -c``, and it
-reports both the leak and the cleanup in its result.
+host's interfaces and the processes it started with what was there before; if
+Mininet left something of this run behind, it removes exactly those objects (by
+interface name and by pid) and reports both the leak and the cleanup. It never
+runs ``mn -c``: that kills every ``ping`` and ``mininet:`` process and deletes
+every ``*-ethN`` interface on the machine, whoever owns them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _benchlib as bl  # noqa: E402
+import _benchlib as bl
 
 try:
     from mininet.log import setLogLevel
@@ -161,6 +164,26 @@ def verify(net: Mininet, spec: str) -> float:
     return float(net.pingAll())
 
 
+def clean_leftovers(links: list[str], procs: list[str]) -> list[str]:
+    """Remove exactly what this run's Mininet left behind (interfaces by name,
+    processes by pid), never by pattern: ``mn -c`` would ``killall ping``, ``pkill -f
+    mininet:`` and delete every ``*-ethN`` on the machine, other people's included."""
+    done = []
+    for pid_comm in procs:
+        pid = int(pid_comm.split(":", 1)[0])
+        try:
+            os.kill(pid, signal.SIGKILL)
+            done.append(f"killed {pid_comm}")
+        except ProcessLookupError:
+            pass
+    for name in links:
+        rc = subprocess.run(["ip", "link", "del", "dev", name], capture_output=True).returncode
+        if rc == 0:
+            done.append(f"deleted {name}")
+    print(f"peer_mininet: Mininet left objects behind; {', '.join(done)}", file=sys.stderr)
+    return done
+
+
 def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
     topo = make_topo(spec)
     result: dict[str, Any] = {
@@ -171,16 +194,22 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         "kernel": bl.kernel_release(),
     }
     links_before = bl.root_links()
-    clash = sorted(expected_root_links(topo) & links_before)
+    expected = expected_root_links(topo)
+    clash = sorted(expected & links_before)
     if clash:
         result["error"] = (
             f"host namespace already holds {len(clash)} interface(s) this topology "
             f"would create ({', '.join(clash[:5])}{' ...' if len(clash) > 5 else ''}): "
-            "left over from a crashed run? Inspect them, then run 'mn -c' yourself"
+            "left over from a crashed run? Inspect them and delete the stale ones "
+            "(ip link del DEV)"
         )
         return result
-    netns_before = bl.named_netns()
     procs_before = bl.snapshot_pids()
+    shells = {f"mininet:{name}" for name in topo.nodes()}
+
+    def ours(p: bl.Proc) -> bool:
+        """An orphan is ours if it is one of this run's node shells."""
+        return any(arg in shells for arg in bl.cmdline(p.pid))
 
     net = Mininet(topo=topo, switch=LinuxBridge, controller=None, build=False)
     result["nodes"] = len(topo.nodes())
@@ -212,16 +241,14 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
     result["mem_available_after_teardown_kib"] = bl.idle_settle(0.5, samples=3)
 
     leaks = {
-        "root_links": sorted(bl.root_links() - links_before),
-        "netns": sorted(bl.named_netns() - netns_before),
-        "processes": [f"{p.pid}:{p.comm}" for p in bl.started_processes(procs_before)],
+        # Mininet puts nothing but bridges and switch ports in the host namespace and
+        # uses no named namespaces; anything else that appeared meanwhile is not ours.
+        "root_links": sorted((bl.root_links() - links_before) & expected),
+        "processes": [f"{p.pid}:{p.comm}" for p in bl.started_processes(procs_before, ours)],
     }
     result["leaks"] = {k: v for k, v in leaks.items() if v}
     if result["leaks"]:
-        # Only here, and only because Mininet itself left these behind: its own cleanup.
-        print(f"peer_mininet: Mininet left {result['leaks']}; running 'mn -c'", file=sys.stderr)
-        subprocess.run(["mn", "-c"], check=False, capture_output=True)
-        result["cleaned_with_mn_c"] = True
+        result["cleaned"] = clean_leftovers(leaks["root_links"], leaks["processes"])
     return result
 
 

@@ -29,11 +29,15 @@ def clean_runs(force: set[str] | None = None, dry_run: bool = False) -> CleanRep
         if info.alive and info.run_id not in force:
             continue
         objs = live_objects(info.path)
-        what = ", ".join(f"{o['kind']} {o.get('name') or o.get('ifname') or o.get('path') or o.get('pid')}"
-                         for o in objs[:6])
+        what = ", ".join(
+            f"{o['kind']} {o.get('name') or o.get('ifname') or o.get('path') or o.get('pid')}"
+            for o in objs[:6]
+        )
         more = f" and {len(objs) - 6} more" if len(objs) > 6 else ""
-        report.lines.append(f"run {info.run_id} (pid {info.owner_pid}): {len(objs)} objects"
-                            f"{': ' + what + more if objs else ''}")
+        report.lines.append(
+            f"run {info.run_id} (pid {info.owner_pid}): {len(objs)} objects"
+            f"{': ' + what + more if objs else ''}"
+        )
         if dry_run:
             continue
         state = RunState.open_existing(info.path)

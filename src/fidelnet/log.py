@@ -45,7 +45,7 @@ def set_log_level(level: str | int = "output") -> None:
     global _handler
     if isinstance(level, str):
         if level not in LEVELS:
-            from fidelnet.errors import ValidationError  # noqa: PLC0415
+            from fidelnet.errors import ValidationError
 
             raise ValidationError("log level", "unknown level", level, list(LEVELS))
         level = LEVELS[level]

@@ -241,8 +241,9 @@ class Network:
                 if params.is_empty():
                     continue
                 if any(v is not None for v in (params.delay, params.jitter, params.loss)):
-                    unsupported_params(params, f"link {link.a}-{link.b} (links[{i}])",
-                                       self._has_netem())
+                    unsupported_params(
+                        params, f"link {link.a}-{link.b} (links[{i}])", self._has_netem()
+                    )
                 if params.bw is not None:
                     tc.check_rate(params.bw, f"link {link.a}-{link.b} (links[{i}])")
 
@@ -276,7 +277,7 @@ class Network:
         if isinstance(node, Switch):
             fabric = self._fabric_netlink()
             node.netns = self._fabric
-            node._nl = fabric  # noqa: SLF001 (switches share the fabric handle)
+            node._nl = fabric
             node.bridge_index = fabric.add_bridge(spec.name, spec.stp)
             fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(self.run_id))
         elif spec.in_namespace:
@@ -308,8 +309,7 @@ class Network:
             for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
                 if node.netns is None:
                     owned.enter_context(self._owning("link", ifname=ifname))
-            ia = nla.add_veth(link.a_intf, link.b_intf,
-                              nb.netns or f"/proc/{os.getpid()}/ns/net")
+            ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or f"/proc/{os.getpid()}/ns/net")
         ib = nlb.index(link.b_intf)
         intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
         intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
@@ -318,8 +318,9 @@ class Network:
         self._realized.add(id(link))
         return intf_a, intf_b
 
-    def _setup_end(self, node: Node, intf: Interface, mac: str | None, ip: str | None,
-                   mark: str) -> None:
+    def _setup_end(
+        self, node: Node, intf: Interface, mac: str | None, ip: str | None, mark: str
+    ) -> None:
         first = not node.intfs
         attrs: dict[str, Any] = {"state": "up", "ifalias": mark}
         if mac is None and first and node.spec.mac and node.kind != "switch":
@@ -382,8 +383,12 @@ class Network:
         fabric = self._fabric_netlink()
         deadline = time.monotonic() + timeout
         while True:
-            pending = [s.name for s in stp if isinstance(s, Switch)
-                       and any(st in (1, 2) for st in fabric.bridge_port_states(s.bridge_index))]
+            pending = [
+                s.name
+                for s in stp
+                if isinstance(s, Switch)
+                and any(st in (1, 2) for st in fabric.bridge_port_states(s.bridge_index))
+            ]
             if not pending:
                 return
             if time.monotonic() > deadline:

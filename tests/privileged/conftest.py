@@ -10,8 +10,9 @@ import pytest
 
 
 def host_links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True
+    ).stdout
     return {line.split(": ")[1].split("@")[0] for line in out.splitlines()}
 
 

@@ -13,7 +13,16 @@ import pytest
 from fidelnet import Network
 from fidelnet.errors import UnsupportedError, ValidationError
 from fidelnet.kernel.state import list_runs
-from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec, line, linear, torus, tree
+from fidelnet.topology import (
+    LinkParams,
+    LinkSpec,
+    NodeSpec,
+    TopologySpec,
+    line,
+    linear,
+    torus,
+    tree,
+)
 
 pytestmark = pytest.mark.privileged
 
@@ -126,12 +135,13 @@ def test_failed_setup_rolls_back() -> None:
 
 
 def _script(body: str) -> list[str]:
-    code = "import sys; sys.path.insert(0, %r)\n" % SRC + textwrap.dedent(body)
+    code = f"import sys; sys.path.insert(0, {SRC!r})\n" + textwrap.dedent(body)
     return [sys.executable, "-c", code]
 
 
 def test_sigterm_tears_down() -> None:
-    proc = subprocess.Popen(_script("""
+    proc = subprocess.Popen(
+        _script("""
         import time
         from fidelnet import Network
         from fidelnet.topology import linear
@@ -139,7 +149,10 @@ def test_sigterm_tears_down() -> None:
         net["h1"].cmd("sleep 100 &")
         print("ready", flush=True)
         time.sleep(60)
-    """), stdout=subprocess.PIPE, text=True)
+    """),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
@@ -149,7 +162,8 @@ def test_sigterm_tears_down() -> None:
 
 def test_clean_removes_stale_run_only() -> None:
     # A crashed run: the owner exits without teardown.
-    crashed = subprocess.run(_script("""
+    crashed = subprocess.run(
+        _script("""
         import os
         from fidelnet import Network
         from fidelnet.topology import linear
@@ -157,14 +171,23 @@ def test_clean_removes_stale_run_only() -> None:
         net["h1"].cmd("sleep 100 &")
         print(net.run_id, flush=True)
         os._exit(0)
-    """), capture_output=True, text=True, timeout=30)
+    """),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     stale_id = crashed.stdout.strip()
     assert stale_id, crashed.stderr
     assert any(r.run_id == stale_id for r in list_runs())
     # A live run of our own must survive `fidelnet clean`.
     with Network(linear(2)) as live:
-        res = subprocess.run([sys.executable, "-m", "fidelnet", "clean"], capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=60)
+        res = subprocess.run(
+            [sys.executable, "-m", "fidelnet", "clean"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+            timeout=60,
+        )
         assert res.returncode == 0, res.stderr
         assert f"run {stale_id}" in res.stdout
         assert not any(r.run_id == stale_id for r in list_runs())

@@ -222,7 +222,11 @@ def test_fattree_2() -> None:
     [
         (lambda: single(0), "single.k", "integer >= 1"),
         (lambda: single(True), "single.k", "integer >= 1"),
-        (lambda: single(2.0), "single.k", "integer >= 1"),
+        (
+            lambda: single(2.0),  # type: ignore[arg-type]
+            "single.k",
+            "integer >= 1",
+        ),
         (lambda: linear(0), "linear.k", "integer >= 1"),
         (lambda: linear(2, 0), "linear.n", "integer >= 1"),
         (lambda: reversed_(-1), "reversed.k", "integer >= 1"),
@@ -230,10 +234,18 @@ def test_fattree_2() -> None:
         (lambda: tree(2, 0), "tree.fanout", "integer >= 1"),
         (lambda: tree(20, 20), "tree.depth", "limit is"),
         (lambda: dumbbell(0), "dumbbell.n", "integer >= 1"),
-        (lambda: dumbbell(1, 5), "dumbbell.bottleneck", "LinkParams"),
+        (
+            lambda: dumbbell(1, 5),  # type: ignore[arg-type]
+            "dumbbell.bottleneck",
+            "LinkParams",
+        ),
         (lambda: fattree(3), "fattree.k", "even"),
         (lambda: fattree(0), "fattree.k", "integer >= 2"),
-        (lambda: torus("3", 3), "torus.x", "integer >= 3"),
+        (
+            lambda: torus("3", 3),  # type: ignore[arg-type]
+            "torus.x",
+            "integer >= 3",
+        ),
     ],
 )
 def test_builder_arguments_checked(

@@ -20,8 +20,14 @@ __all__ = ["main"]
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="fidelnet")
-@click.option("-v", "--verbosity", type=click.Choice(list(LEVELS)), default="output",
-              show_default=True, help="Log level, as Mininet's.")
+@click.option(
+    "-v",
+    "--verbosity",
+    type=click.Choice(list(LEVELS)),
+    default="output",
+    show_default=True,
+    help="Log level, as Mininet's.",
+)
 def cli(verbosity: str) -> None:
     """fidelnet: a network emulator for CI and for measurements you can trust.
 
@@ -32,12 +38,17 @@ def cli(verbosity: str) -> None:
 
 
 @cli.command()
-@click.option("--run", "run_ids", multiple=True, metavar="ID",
-              help="Also remove this run even if its owner is alive.")
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="ID",
+    help="Also remove this run even if its owner is alive.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be removed.")
 def clean(run_ids: tuple[str, ...], dry_run: bool) -> None:
     """Remove what stale runs own (runs whose owning process is gone), nothing else."""
-    from fidelnet.cleanup import clean_runs  # noqa: PLC0415
+    from fidelnet.cleanup import clean_runs
 
     report = clean_runs(set(run_ids), dry_run=dry_run)
     for line in report.lines:
@@ -51,7 +62,7 @@ def clean(run_ids: tuple[str, ...], dry_run: bool) -> None:
 @cli.command()
 def runs() -> None:
     """List runs that have a state file, with their owner and whether it is alive."""
-    from fidelnet.kernel.state import list_runs, live_objects  # noqa: PLC0415
+    from fidelnet.kernel.state import list_runs, live_objects
 
     for r in list_runs():
         status = "alive" if r.alive else "stale"
@@ -66,17 +77,22 @@ def compat_path() -> None:
     PYTHONPATH=$(fidelnet compat-path) python3 script.py runs a Mininet script on
     fidelnet. Nothing is installed over a real Mininet.
     """
-    from fidelnet.compat import shim_path  # noqa: PLC0415
+    from fidelnet.compat import shim_path
 
     click.echo(shim_path())
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                               "help_option_names": []})
+@cli.command(
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": [],
+    }
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def mn(args: tuple[str, ...]) -> None:
     """Mininet's `mn`: the same options (see `fidelnet mn --help`), or a script to run."""
-    from fidelnet.cli.mn import run_mn  # noqa: PLC0415
+    from fidelnet.cli.mn import run_mn
 
     sys.exit(run_mn(list(args)))
 

@@ -13,8 +13,13 @@ MS_SHARED = 1 << 20
 MNT_DETACH = 2
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_void_p]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
@@ -36,8 +41,9 @@ def setns(fd: int, nstype: int) -> None:
 
 def mount(source: str, target: str, fstype: str | None, flags: int) -> None:
     _check(
-        _libc.mount(source.encode(), target.encode(),
-                    fstype.encode() if fstype else None, flags, None),
+        _libc.mount(
+            source.encode(), target.encode(), fstype.encode() if fstype else None, flags, None
+        ),
         f"mount {target}",
     )
 

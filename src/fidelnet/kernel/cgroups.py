@@ -57,13 +57,16 @@ class CgroupFS:
             ctrls = self.v2_controllers()
             if limit.fraction is not None and "cpu" not in ctrls:
                 if self.v1_cpu is None:
-                    raise UnsupportedError("a cpu cgroup controller (v2 cpu.max or v1 cpu)",
-                                           f"{node}: cpu={limit.fraction}")
+                    raise UnsupportedError(
+                        "a cpu cgroup controller (v2 cpu.max or v1 cpu)",
+                        f"{node}: cpu={limit.fraction}",
+                    )
                 dirs.append(os.path.join(self.v1_cpu, f"fidelnet-{run_id}", node))
             if limit.cores is not None and "cpuset" not in ctrls:
                 if self.v1_cpuset is None:
-                    raise UnsupportedError("a cpuset cgroup controller",
-                                           f"{node}: cores={list(limit.cores)}")
+                    raise UnsupportedError(
+                        "a cpuset cgroup controller", f"{node}: cores={list(limit.cores)}"
+                    )
                 dirs.append(os.path.join(self.v1_cpuset, f"fidelnet-{run_id}", node))
         if not dirs:
             raise UnsupportedError("a cgroup hierarchy", f"{node}: process tracking")
@@ -137,10 +140,13 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
                 # and give the node group the same memory nodes.
                 for key in ("cpuset.cpus", "cpuset.mems"):
                     if not _read(os.path.join(parent, key)):
-                        _write(os.path.join(parent, key),
-                               _read(os.path.join(os.path.dirname(parent), key)))
-                _write(os.path.join(path, "cpuset.mems"),
-                       _read(os.path.join(parent, "cpuset.mems")))
+                        _write(
+                            os.path.join(parent, key),
+                            _read(os.path.join(os.path.dirname(parent), key)),
+                        )
+                _write(
+                    os.path.join(path, "cpuset.mems"), _read(os.path.join(parent, "cpuset.mems"))
+                )
             _write(os.path.join(path, "cpuset.cpus"), cpus)
 
 

@@ -29,8 +29,10 @@ def find_exec() -> str:
     candidates = [os.environ.get("FIDELNET_EXEC", "")]
     candidates.append(str(Path(sys.executable).parent / "fidelnet-exec"))
     root = Path(__file__).resolve().parents[3]
-    candidates += [str(root / "target" / "release" / "fidelnet-exec"),
-                   str(root / "target" / "debug" / "fidelnet-exec")]
+    candidates += [
+        str(root / "target" / "release" / "fidelnet-exec"),
+        str(root / "target" / "debug" / "fidelnet-exec"),
+    ]
     candidates.append(shutil.which("fidelnet-exec") or "")
     for c in candidates:
         if c and os.access(c, os.X_OK):

@@ -72,8 +72,12 @@ class Netlink:
         kwargs: dict[str, Any] = {}
         if stp:
             # The kernel's own STP, with the shortest timers it allows (forward delay 2 s).
-            kwargs = {"br_stp_state": 1, "br_forward_delay": 200, "br_hello_time": 100,
-                      "br_max_age": 600}
+            kwargs = {
+                "br_stp_state": 1,
+                "br_forward_delay": 200,
+                "br_hello_time": 100,
+                "br_max_age": 600,
+            }
         try:
             self.ipr.link("add", ifname=name, kind="bridge", **kwargs)
         except NetlinkError as exc:
@@ -81,11 +85,12 @@ class Netlink:
         return self.index(name)
 
     def set_link(self, index: int, **attrs: Any) -> None:
-        """Set attributes (``state="up"``, ``master=…``, ``address=…``, ``ifalias=…``, ``mtu=…``)."""
+        """Set attributes: ``state="up"``, ``master=…``, ``address=…``, ``ifalias=…``."""
         try:
             self.ipr.link("set", index=index, **attrs)
         except NetlinkError as exc:
-            raise KernelError(f"link {index} in {self.path or 'host'}: set {attrs}: {exc}") from exc
+            where = self.path or "host namespace"
+            raise KernelError(f"link {index} in {where}: set {attrs}: {exc}") from exc
 
     def delete_link(self, index: int) -> None:
         self.ipr.link("del", index=index)
@@ -104,11 +109,13 @@ class Netlink:
     def links(self) -> list[dict[str, Any]]:
         out = []
         for msg in self.ipr.get_links():
-            out.append({
-                "index": msg["index"],
-                "ifname": msg.get_attr("IFLA_IFNAME"),
-                "alias": msg.get_attr("IFLA_IFALIAS"),
-            })
+            out.append(
+                {
+                    "index": msg["index"],
+                    "ifname": msg.get_attr("IFLA_IFNAME"),
+                    "alias": msg.get_attr("IFLA_IFALIAS"),
+                }
+            )
         return out
 
     def bridge_port_states(self, bridge_index: int) -> list[int]:
@@ -131,8 +138,9 @@ class Netlink:
     def add_address(self, index: int, cidr: str) -> None:
         iface = ipaddress.ip_interface(cidr)
         try:
-            self.ipr.addr("replace", index=index, address=str(iface.ip),
-                          prefixlen=iface.network.prefixlen)
+            self.ipr.addr(
+                "replace", index=index, address=str(iface.ip), prefixlen=iface.network.prefixlen
+            )
         except NetlinkError as exc:
             raise KernelError(f"address {cidr} on link {index}: {exc}") from exc
 

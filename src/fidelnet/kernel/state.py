@@ -19,6 +19,7 @@ Record kinds and their keys:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -34,7 +35,9 @@ __all__ = [
     "RunInfo",
     "RunState",
     "list_runs",
+    "live_objects",
     "mark_for",
+    "process_matches",
     "process_start_time",
 ]
 
@@ -98,14 +101,22 @@ class RunState:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
             except FileExistsError:
                 if run_id is not None:
-                    raise StateError(f"run {run_id}: a state file already exists at {path}")
+                    raise StateError(
+                        f"run {run_id}: a state file already exists at {path}"
+                    ) from None
                 continue
             pid = os.getpid()
             state = cls(rid, path, fd)
-            state._append({
-                "kind": "run", "run_id": rid, "pid": pid,
-                "start": process_start_time(pid), "command": command, "created": time.time(),
-            })
+            state._append(
+                {
+                    "kind": "run",
+                    "run_id": rid,
+                    "pid": pid,
+                    "start": process_start_time(pid),
+                    "command": command,
+                    "created": time.time(),
+                }
+            )
             return state
         raise StateError("could not find a free run id")
 
@@ -134,10 +145,8 @@ class RunState:
             os.close(self._fd)
             self._fd = -1
         if remove:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass
 
 
 def _records(path: str) -> Iterator[dict[str, Any]]:
@@ -159,8 +168,13 @@ def _records(path: str) -> Iterator[dict[str, Any]]:
 
 def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
     kind = rec["kind"]
-    keys = {"netns": ("name",), "link": ("ifname",), "cgroup": ("path",),
-            "process": ("pid", "start"), "sysctl": ("path",)}.get(kind, ())
+    keys = {
+        "netns": ("name",),
+        "link": ("ifname",),
+        "cgroup": ("path",),
+        "process": ("pid", "start"),
+        "sysctl": ("path",),
+    }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
 
 
@@ -183,8 +197,11 @@ def read_header(path: str) -> RunInfo:
         if rec.get("kind") != "run":
             break
         return RunInfo(
-            run_id=str(rec["run_id"]), path=path, owner_pid=int(rec["pid"]),
-            owner_start=int(rec.get("start") or -1), command=str(rec.get("command", "")),
+            run_id=str(rec["run_id"]),
+            path=path,
+            owner_pid=int(rec["pid"]),
+            owner_start=int(rec.get("start") or -1),
+            command=str(rec.get("command", "")),
             created=float(rec.get("created", 0.0)),
         )
     raise StateError(f"{path}:1: not a fidelnet state file (no run header)")

@@ -34,9 +34,10 @@ def check_rate(rate_bps: float, where: str) -> None:
     """Raise when HTB cannot hold ``rate_bps``."""
     if rate_bps > HTB_MAX_RATE:
         raise UnsupportedError(
-            f"an HTB rate above {HTB_MAX_RATE / 1e9:.1f} Gbit/s (no 64-bit rates in this "
-            "backend)", f"{where}: bw={rate_bps / 1e9:.3g}Gbit",
-            "use a lower rate, or the engine link backend once it is available")
+            f"an HTB rate above {HTB_MAX_RATE / 1e9:.1f} Gbit/s (no 64-bit rates in this backend)",
+            f"{where}: bw={rate_bps / 1e9:.3g}Gbit",
+            "use a lower rate, or the engine link backend once it is available",
+        )
 
 
 def set_rate(nl: Netlink, index: int, rate_bps: float, queue_packets: int | None) -> None:
@@ -47,8 +48,17 @@ def set_rate(nl: Netlink, index: int, rate_bps: float, queue_packets: int | None
     burst = burst_for(rate_bps)
     try:
         nl.ipr.tc("add", "htb", index, _ROOT, default=1)
-        nl.ipr.tc("add-class", "htb", index, _CLASS, parent=_ROOT, rate=rate, ceil=rate,
-                  burst=burst, cburst=burst)
+        nl.ipr.tc(
+            "add-class",
+            "htb",
+            index,
+            _CLASS,
+            parent=_ROOT,
+            rate=rate,
+            ceil=rate,
+            burst=burst,
+            cburst=burst,
+        )
         if queue_packets is not None:
             nl.ipr.tc("add", "pfifo", index, _LEAF, parent=_CLASS, limit=queue_packets)
     except NetlinkError as exc:
@@ -65,7 +75,8 @@ def _check_rate(nl: Netlink, index: int, rate_bps: float) -> None:
         got = parms["rate"] * 8 if parms is not None else None
         if got is None or abs(got - rate_bps) > max(8.0, rate_bps * 1e-6):
             raise KernelError(
-                f"tc htb on link {index}: asked for {rate_bps:.0f} bit/s, kernel holds {got}")
+                f"tc htb on link {index}: asked for {rate_bps:.0f} bit/s, kernel holds {got}"
+            )
         return
     raise KernelError(f"tc htb on link {index}: class 1:1 missing after it was added")
 

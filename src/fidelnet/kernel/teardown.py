@@ -44,7 +44,7 @@ def _netns(rec: dict[str, Any], _run_id: str) -> None:
 
 
 def _link(rec: dict[str, Any], run_id: str) -> None:
-    from fidelnet.kernel.netlink import Netlink  # noqa: PLC0415 (pyroute2 is slow to import)
+    from fidelnet.kernel.netlink import Netlink
 
     nl = Netlink(None)
     try:

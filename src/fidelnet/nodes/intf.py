@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from fidelnet.errors import ValidationError
 
 if TYPE_CHECKING:
-    from fidelnet.nodes.node import Node
     from fidelnet.links import Link
+    from fidelnet.nodes.node import Node
 
 __all__ = ["Interface"]
 

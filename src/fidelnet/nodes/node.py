@@ -90,9 +90,12 @@ class Node:
             env["PS1"] = "\x7f"
             argv = launcher.exec_argv(
                 ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
-                netns=self.netns, new_mount=self.netns is not None,
+                netns=self.netns,
+                new_mount=self.netns is not None,
                 hostname=self.name if self.netns is not None and self.kind != "switch" else None,
-                cgroups=self.cgroup_dirs(), session=True, ctty=True,
+                cgroups=self.cgroup_dirs(),
+                session=True,
+                ctty=True,
             )
             self._shell = Shell(self.name, argv, env)
             start = process_start_time(self._shell.pid)
@@ -110,8 +113,9 @@ class Node:
         if isinstance(argv, str):
             raise ValidationError("argv", "must be a list of arguments, not a string", argv)
         sh = self.shell()
-        full = launcher.exec_argv(list(argv), join_pid=sh.pid, cgroups=self.cgroup_dirs(),
-                                  cwd=kwargs.pop("cwd", None))
+        full = launcher.exec_argv(
+            list(argv), join_pid=sh.pid, cgroups=self.cgroup_dirs(), cwd=kwargs.pop("cwd", None)
+        )
         kwargs.setdefault("close_fds", True)
         try:
             proc: subprocess.Popen[Any] = subprocess.Popen(full, **kwargs)
@@ -144,8 +148,9 @@ class Node:
         for i in self.intfs.values():
             if i.name == name:
                 return i
-        raise ValidationError(f"{self.name}.intf", "no such interface", name,
-                              [i.name for i in self.intf_list()])
+        raise ValidationError(
+            f"{self.name}.intf", "no such interface", name, [i.name for i in self.intf_list()]
+        )
 
     @property
     def ip(self) -> str | None:

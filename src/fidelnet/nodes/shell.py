@@ -42,7 +42,12 @@ class Shell:
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         try:
             self.proc = subprocess.Popen(
-                list(argv), stdin=slave, stdout=slave, stderr=slave, close_fds=True, env=env,
+                list(argv),
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                close_fds=True,
+                env=env,
             )
         except OSError as exc:
             os.close(master)
@@ -78,10 +83,9 @@ class Shell:
             data = os.read(self.fd, size)
         except OSError:
             data = b""
-        if not data:
-            if not self.alive() or self.proc.poll() is not None:
-                self.waiting = False
-                raise NodeError(f"{self.name}: shell exited with code {self.proc.returncode}")
+        if not data and not self.alive():
+            self.waiting = False
+            raise NodeError(f"{self.name}: shell exited with code {self.proc.returncode}")
         return data.decode("utf-8", "replace")
 
     def write(self, text: str) -> None:

@@ -79,12 +79,13 @@ def _segments(spec: TopologySpec, ends: list[Interface]) -> dict[tuple[int, str]
 
 
 class _Graph:
-    """Bipartite graph of routed nodes and subnets."""
+    """Bipartite graph of routed nodes and subnets (only routers forward)."""
 
     def __init__(self, spec: TopologySpec) -> None:
         self.order = {name: i for i, name in enumerate(spec.nodes)}
         self.node_subnets: dict[str, list[SubnetKey]] = {}
-        self.members: dict[SubnetKey, list[_Attachment]] = {}
+        self.routers: dict[SubnetKey, list[_Attachment]] = {}
+        self.attached: dict[tuple[str, SubnetKey], _Attachment] = {}
         ends = interfaces(spec)
         segments = _segments(spec, ends)
         for end in ends:
@@ -93,30 +94,34 @@ class _Graph:
                 continue
             addr = parse_cidr(end.ip_field or "ip", end.ip)
             subnet = (segments[end.link, end.side], addr.network)
-            self.node_subnets.setdefault(end.node, []).append(subnet)
-            self.members.setdefault(subnet, []).append(_Attachment(end.node, end.name, addr))
-        for attached in self.members.values():
+            attachment = _Attachment(end.node, end.name, addr)
+            if (end.node, subnet) not in self.attached:
+                self.attached[end.node, subnet] = attachment
+                self.node_subnets.setdefault(end.node, []).append(subnet)
+                if node.kind == "router":
+                    self.routers.setdefault(subnet, []).append(attachment)
+        for attached in self.routers.values():
             attached.sort(key=lambda m: self.order[m.node])
 
-    def attachment(self, node: str, subnet: SubnetKey) -> _Attachment:
-        return next(m for m in self.members[subnet] if m.node == node)
+    def next_routers(self, subnet: SubnetKey, seen: set[str]) -> list[_Attachment]:
+        """Routers on ``subnet`` not seen yet (marked seen), in ``spec.nodes`` order."""
+        found = [m for m in self.routers.get(subnet, []) if m.node not in seen]
+        seen.update(m.node for m in found)
+        return found
 
 
-def _first_hops(
-    graph: _Graph, spec: TopologySpec, source: str
-) -> list[tuple[SubnetKey, _Attachment, _Attachment]]:
+def _first_hops(graph: _Graph, source: str) -> list[tuple[SubnetKey, _Attachment, _Attachment]]:
     """BFS from ``source``: every subnet it reaches through routers, with the
     (source interface, next-hop interface) of the first hop, nearest first."""
     seen_nodes = {source}
     seen_subnets: set[SubnetKey] = set(graph.node_subnets.get(source, []))
-    first: list[tuple[str, _Attachment, _Attachment]] = []
-    for subnet in graph.node_subnets.get(source, []):
-        for member in graph.members[subnet]:
-            if member.node not in seen_nodes and spec.nodes[member.node].kind == "router":
-                seen_nodes.add(member.node)
-                first.append((member.node, graph.attachment(source, subnet), member))
+    first = [
+        (hop.node, graph.attached[source, subnet], hop)
+        for subnet in graph.node_subnets.get(source, [])
+        for hop in graph.next_routers(subnet, seen_nodes)
+    ]
     # Ties between equally short paths go to the first hop earliest in spec.nodes.
-    first.sort(key=lambda hop: graph.order[hop[0]])
+    first.sort(key=lambda entry: graph.order[entry[0]])
     queue = deque(first)
     result = []
     while queue:
@@ -126,18 +131,15 @@ def _first_hops(
                 continue
             seen_subnets.add(subnet)
             result.append((subnet, out, via))
-            for member in graph.members[subnet]:
-                if member.node not in seen_nodes and spec.nodes[member.node].kind == "router":
-                    seen_nodes.add(member.node)
-                    queue.append((member.node, out, via))
+            queue.extend((hop.node, out, via) for hop in graph.next_routers(subnet, seen_nodes))
     return result
 
 
-def _routes_for(graph: _Graph, spec: TopologySpec, source: str) -> list[Route]:
+def _routes_for(graph: _Graph, source: str) -> list[Route]:
     direct = {network for _, network in graph.node_subnets.get(source, [])}
     routes: list[Route] = []
     done: set[IPv4Network] = set()
-    for (_, network), out, via in _first_hops(graph, spec, source):
+    for (_, network), out, via in _first_hops(graph, source):
         if network in direct or network in done:
             continue
         done.add(network)
@@ -155,7 +157,5 @@ def static_routes(spec: TopologySpec) -> dict[str, list[Route]]:
     """
     graph = _Graph(spec)
     return {
-        name: _routes_for(graph, spec, name)
-        for name, node in spec.nodes.items()
-        if node.kind != "switch"
+        name: _routes_for(graph, name) for name, node in spec.nodes.items() if node.kind != "switch"
     }

@@ -37,8 +37,9 @@ class LinkParams:
     max_queue_size: int | None = None  # packets
 
     def is_empty(self) -> bool:
-        return all(v is None for v in (self.bw, self.delay, self.jitter, self.loss,
-                                       self.max_queue_size))
+        return all(
+            v is None for v in (self.bw, self.delay, self.jitter, self.loss, self.max_queue_size)
+        )
 
     def merged(self, other: LinkParams) -> LinkParams:
         """These values, overridden by every value ``other`` sets."""

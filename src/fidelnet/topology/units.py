@@ -23,24 +23,58 @@ _RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[A-Za-z%/]*)\s*$")
 
 # Rates: bit/s. "bps" and "bit" mean bits; "Bps" means bytes (as tc and iperf use them).
 _RATE_UNITS: dict[str, float] = {
-    "bit": 1.0, "bps": 1.0, "bit/s": 1.0, "b/s": 1.0,
-    "kbit": 1e3, "kbps": 1e3, "kbit/s": 1e3, "kb/s": 1e3,
-    "mbit": 1e6, "mbps": 1e6, "mbit/s": 1e6, "mb/s": 1e6,
-    "gbit": 1e9, "gbps": 1e9, "gbit/s": 1e9, "gb/s": 1e9,
-    "tbit": 1e12, "tbps": 1e12, "tbit/s": 1e12,
+    "bit": 1.0,
+    "bps": 1.0,
+    "bit/s": 1.0,
+    "b/s": 1.0,
+    "kbit": 1e3,
+    "kbps": 1e3,
+    "kbit/s": 1e3,
+    "kb/s": 1e3,
+    "mbit": 1e6,
+    "mbps": 1e6,
+    "mbit/s": 1e6,
+    "mb/s": 1e6,
+    "gbit": 1e9,
+    "gbps": 1e9,
+    "gbit/s": 1e9,
+    "gb/s": 1e9,
+    "tbit": 1e12,
+    "tbps": 1e12,
+    "tbit/s": 1e12,
 }
 _BYTE_RATE_UNITS: dict[str, float] = {
-    "Bps": 8.0, "KBps": 8e3, "MBps": 8e6, "GBps": 8e9, "TBps": 8e12,
+    "Bps": 8.0,
+    "KBps": 8e3,
+    "MBps": 8e6,
+    "GBps": 8e9,
+    "TBps": 8e12,
 }
 _TIME_UNITS: dict[str, float] = {
-    "s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec": 1e-6,
-    "µs": 1e-6, "ns": 1e-9, "nsec": 1e-9, "min": 60.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "ms": 1e-3,
+    "msec": 1e-3,
+    "us": 1e-6,
+    "usec": 1e-6,
+    "µs": 1e-6,
+    "ns": 1e-9,
+    "nsec": 1e-9,
+    "min": 60.0,
 }
 _SIZE_UNITS: dict[str, float] = {
-    "b": 1.0, "byte": 1.0, "bytes": 1.0,
-    "k": 1e3, "kb": 1e3, "kib": 1024.0,
-    "m": 1e6, "mb": 1e6, "mib": 1024.0**2,
-    "g": 1e9, "gb": 1e9, "gib": 1024.0**3,
+    "b": 1.0,
+    "byte": 1.0,
+    "bytes": 1.0,
+    "k": 1e3,
+    "kb": 1e3,
+    "kib": 1024.0,
+    "m": 1e6,
+    "mb": 1e6,
+    "mib": 1024.0**2,
+    "g": 1e9,
+    "gb": 1e9,
+    "gib": 1024.0**3,
 }
 
 
@@ -80,8 +114,12 @@ def parse_rate(field: str, text: str | float | int, bare_unit: float | None = No
         return num * _BYTE_RATE_UNITS[byte_unit]
     mult = _RATE_UNITS.get(unit.lower())
     if mult is None:
-        raise UnitError(field, f"unknown rate unit {unit!r}", text,
-                        choices=["bit", "kbit", "Mbit", "Gbit", "Tbit", "bps", "Mbps", "Gbps", "MBps"])
+        raise UnitError(
+            field,
+            f"unknown rate unit {unit!r}",
+            text,
+            choices=["bit", "kbit", "Mbit", "Gbit", "Tbit", "bps", "Mbps", "Gbps", "MBps"],
+        )
     return num * mult
 
 
@@ -103,12 +141,18 @@ def parse_size(field: str, text: str | float | int, bare_unit: float | None = 1.
     num, unit = _split(field, text)
     if not unit:
         if bare_unit is None:
-            raise UnitError(field, "a size needs a unit", text, choices=["B", "KB", "KiB", "MB", "MiB"])
+            raise UnitError(
+                field, "a size needs a unit", text, choices=["B", "KB", "KiB", "MB", "MiB"]
+            )
         return round(num * bare_unit)
     mult = _SIZE_UNITS.get(unit.lower())
     if mult is None:
-        raise UnitError(field, f"unknown size unit {unit!r}", text,
-                        choices=["B", "KB", "KiB", "MB", "MiB", "GB", "GiB"])
+        raise UnitError(
+            field,
+            f"unknown size unit {unit!r}",
+            text,
+            choices=["B", "KB", "KiB", "MB", "MiB", "GB", "GiB"],
+        )
     return round(num * mult)
 
 
