@@ -334,7 +334,7 @@ class Network:
         if ip is None and first and node.kind != "switch" and node.spec.ip:
             ip = node.spec.ip
         if ip:
-            intf.set_ip(ip)
+            intf.set_ip(ip, replace=False)  # a new interface has no address to replace
 
     def configure(self) -> None:
         """Forwarding, routes and static ARP, once nodes and links exist."""
@@ -343,10 +343,11 @@ class Network:
         if self.spec.auto_routes:
             for name, routes in routing.static_routes(self.spec).items():
                 node = self.nodes[name]
-                nl = node.netlink()
+                batch = []
                 for r in routes:
                     intf = node.intf(r.dev)
-                    nl.add_route(r.dst, gateway=r.via, index=intf.index if intf else None)
+                    batch.append((r.dst, r.via, intf.index if intf else None))
+                node.netlink().add_routes(batch)
         for node in self.nodes.values():
             if node.spec.default_route:
                 self._default_route(node, node.spec.default_route)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import socket
+import struct
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -23,6 +25,32 @@ from fidelnet.kernel import ns
 __all__ = ["Netlink", "NetlinkError"]
 
 IFF_UP = 0x1
+
+
+_NLMSG_ERROR = 2
+_RTM_NEWROUTE = 24
+_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_REPLACE, _NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
+_RTA_DST, _RTA_OIF, _RTA_GATEWAY = 1, 4, 5
+
+
+def _rta(kind: int, payload: bytes) -> bytes:
+    length = 4 + len(payload)
+    return struct.pack("=HH", length, kind) + payload + b"\0" * ((-length) % 4)
+
+
+def _route_msg(seq: int, dst: str, gateway: str | None, oif: int | None) -> bytes:
+    """An RTM_NEWROUTE message (create or replace, main table, static, unicast)."""
+    net = ipaddress.ip_network(dst, strict=False)
+    attrs = _rta(_RTA_DST, net.network_address.packed)
+    if gateway:
+        attrs += _rta(_RTA_GATEWAY, ipaddress.ip_address(gateway).packed)
+    if oif is not None:
+        attrs += _rta(_RTA_OIF, struct.pack("=I", oif))
+    scope = 0 if gateway else 253  # universe via a gateway, else link
+    # struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
+    body = struct.pack("=BBBBBBBBI", 2, net.prefixlen, 0, 0, 254, 4, scope, 1, 0) + attrs
+    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_REPLACE | _NLM_F_CREATE
+    return struct.pack("=IHHII", 16 + len(body), _RTM_NEWROUTE, flags, seq, 0) + body
 
 
 class Netlink:
@@ -43,14 +71,20 @@ class Netlink:
     # -- links --------------------------------------------------------------
 
     def index(self, ifname: str) -> int:
-        found = self.ipr.link_lookup(ifname=ifname)
-        if not found:
+        idx = self.index_or_none(ifname)
+        if idx is None:
             raise KernelError(f"{ifname}: no such interface in {self.path or 'host namespace'}")
-        return int(found[0])
+        return idx
 
     def index_or_none(self, ifname: str) -> int | None:
-        found = self.ipr.link_lookup(ifname=ifname)
-        return int(found[0]) if found else None
+        # if_nametoindex in the namespace costs microseconds; a netlink dump costs
+        # milliseconds once a namespace holds hundreds of bridge ports.
+        ctx = ns.entered(self.path) if self.path else contextlib.nullcontext()
+        with ctx:
+            try:
+                return socket.if_nametoindex(ifname)
+            except OSError:
+                return None
 
     def add_veth(self, name: str, peer: str, peer_ns: str | None) -> int:
         """Create a veth pair here, with the peer end in the namespace at ``peer_ns``."""
@@ -151,15 +185,34 @@ class Netlink:
         return out
 
     def add_route(self, dst: str, gateway: str | None = None, index: int | None = None) -> None:
-        kwargs: dict[str, Any] = {"dst": dst}
-        if gateway:
-            kwargs["gateway"] = gateway
-        if index is not None:
-            kwargs["oif"] = index
-        try:
-            self.ipr.route("replace", **kwargs)
-        except NetlinkError as exc:
-            raise KernelError(f"route {dst} via {gateway or index}: {exc}") from exc
+        self.add_routes([(dst, gateway, index)])
+
+    def add_routes(self, routes: list[tuple[str, str | None, int | None]]) -> None:
+        """Replace IPv4 routes ``(dst CIDR, gateway or None, out interface index or None)``
+        in one netlink batch: one send, then one acknowledgement per route."""
+        if not routes:
+            return
+        buf = bytearray()
+        for seq, (dst, gw, oif) in enumerate(routes, 1):
+            buf += _route_msg(seq, dst, gw, oif)
+        sock = self.ipr
+        sock.sendto(bytes(buf), (0, 0))
+        acked = 0
+        errors: list[str] = []
+        while acked < len(routes):
+            data = sock.recv(65536)
+            off = 0
+            while off + 16 <= len(data):
+                length, mtype, _flags, seq, _pid = struct.unpack_from("=IHHII", data, off)
+                if mtype == _NLMSG_ERROR:
+                    (err,) = struct.unpack_from("=i", data, off + 16)
+                    acked += 1
+                    if err != 0 and 0 < seq <= len(routes):
+                        dst, gw, oif = routes[seq - 1]
+                        errors.append(f"{dst} via {gw or oif}: {os.strerror(-err)}")
+                off += max(16, (length + 3) & ~3)
+        if errors:
+            raise KernelError(f"routes in {self.path or 'host namespace'}: " + "; ".join(errors))
 
     def add_neighbour(self, index: int, ip: str, mac: str) -> None:
         try:

@@ -47,14 +47,16 @@ class Interface:
             self._mac = str(self.node.netlink().link_info(self.index)["mac"])
         return self._mac
 
-    def set_ip(self, cidr: str) -> None:
-        """Replace the interface's IPv4 address (``"10.0.0.1/8"``)."""
+    def set_ip(self, cidr: str, *, replace: bool = True) -> None:
+        """Set the interface's IPv4 address (``"10.0.0.1/8"``), replacing any other
+        unless ``replace`` is False."""
         try:
             iface = ipaddress.ip_interface(cidr)
         except ValueError as exc:
             raise ValidationError(f"{self.name}.ip", "not an address with prefix", cidr) from exc
         nl = self.node.netlink()
-        nl.flush_addresses(self.index)
+        if replace:
+            nl.flush_addresses(self.index)
         nl.add_address(self.index, str(iface))
         self._ip, self._prefixlen = str(iface.ip), iface.network.prefixlen
 

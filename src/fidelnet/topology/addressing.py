@@ -139,22 +139,22 @@ def _port_base(spec: TopologySpec, node: str) -> int:
     return 1 if found is not None and found.kind == "switch" else 0
 
 
-def _take_port(spec: TopologySpec, used: dict[str, list[int]], node: str, port: int | None) -> int:
-    taken = used.setdefault(node, [])
+def _take_port(spec: TopologySpec, next_free: dict[str, int], node: str, port: int | None) -> int:
+    """``port`` if given, else the node's next port; either way, remember the highest."""
     if port is None:
-        port = max(taken) + 1 if taken else _port_base(spec, node)
+        port = next_free.get(node, _port_base(spec, node))
     if _is_port(port):
-        taken.append(port)
+        next_free[node] = max(next_free.get(node, 0), port + 1)
     return port
 
 
 def plan_ports(spec: TopologySpec) -> list[PortPlan]:
     """The ports and interface names :func:`assign_ports` would set, one per link."""
-    used: dict[str, list[int]] = {}
+    next_free: dict[str, int] = {}  # highest port used so far + 1, per node
     plans = []
     for link in spec.links:
-        a_port = _take_port(spec, used, link.a, link.a_port)
-        b_port = _take_port(spec, used, link.b, link.b_port)
+        a_port = _take_port(spec, next_free, link.a, link.a_port)
+        b_port = _take_port(spec, next_free, link.b, link.b_port)
         a_intf = link.a_intf if link.a_intf is not None else default_intf_name(link.a, a_port)
         b_intf = link.b_intf if link.b_intf is not None else default_intf_name(link.b, b_port)
         plans.append(PortPlan(a_port, b_port, a_intf, b_intf))
@@ -233,14 +233,16 @@ def _interface(
     )
 
 
-def interfaces(spec: TopologySpec) -> list[Interface]:
+def interfaces(spec: TopologySpec, plans: list[PortPlan] | None = None) -> list[Interface]:
     """Every link end, in link order (``a`` before ``b``), with effective addresses.
 
     Ports and names come from :func:`plan_ports`, so this is exact whether or not
-    :func:`assign_ports` has run. A link's own ``a_ip``/``a_mac`` win; otherwise the
-    node's ``ip``/``mac`` apply to its default (lowest-port) interface only.
+    :func:`assign_ports` has run (pass ``plans`` if already computed). A link's own
+    ``a_ip``/``a_mac`` win; otherwise the node's ``ip``/``mac`` apply to its default
+    (lowest-port) interface only.
     """
-    plans = plan_ports(spec)
+    if plans is None:
+        plans = plan_ports(spec)
     defaults = _default_ends(spec, plans)
     result = []
     for index, (link, plan) in enumerate(zip(spec.links, plans, strict=True)):

@@ -30,7 +30,14 @@ from collections.abc import Callable, Iterator
 from typing import TypeGuard
 
 from fidelnet.errors import ValidationError
-from fidelnet.topology.addressing import Interface, interfaces, parse_cidr, plan_ips, plan_ports
+from fidelnet.topology.addressing import (
+    Interface,
+    PortPlan,
+    interfaces,
+    parse_cidr,
+    plan_ips,
+    plan_ports,
+)
 from fidelnet.topology.spec import NODE_KINDS, LinkParams, LinkSpec, NodeSpec, TopologySpec
 
 __all__ = ["IFNAMSIZ", "NAME_RULE", "problems", "validate"]
@@ -64,8 +71,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_ip_base,
         _check_nodes,
         _check_links,
-        _check_ports_and_names,
-        _check_addresses,
+        _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
 
@@ -272,11 +278,17 @@ def _namespace(spec: TopologySpec, node: str) -> str:
     return node if found is None or found.in_namespace else "<root namespace>"
 
 
-def _check_ports_and_names(spec: TopologySpec) -> Problems:
+def _check_interfaces(spec: TopologySpec) -> Problems:
+    plans = plan_ports(spec)
+    yield from _check_ports_and_names(spec, plans)
+    yield from _check_addresses(spec, plans)
+
+
+def _check_ports_and_names(spec: TopologySpec, plans: list[PortPlan]) -> Problems:
     ports: dict[tuple[str, object], int] = {}
     names: dict[tuple[str, str], int] = {}
     long_default: set[str] = set()
-    for index, (link, plan) in enumerate(zip(spec.links, plan_ports(spec), strict=True)):
+    for index, (link, plan) in enumerate(zip(spec.links, plans, strict=True)):
         for side, node, port, name in (
             ("a", link.a, plan.a_port, plan.a_intf),
             ("b", link.b, plan.b_port, plan.b_intf),
@@ -319,8 +331,8 @@ def _long_default_name(node: str, name: str, port: int) -> ValidationError:
 # --- addresses -----------------------------------------------------------------------
 
 
-def _check_addresses(spec: TopologySpec) -> Problems:
-    ends = interfaces(spec)
+def _check_addresses(spec: TopologySpec, plans: list[PortPlan]) -> Problems:
+    ends = interfaces(spec, plans)
     yield from _check_default_ip(spec, ends)
     yield from _check_unique(ends, "ip")
     yield from _check_unique(ends, "mac")

@@ -1,0 +1,96 @@
+# fidelnet: one command each to install, run, check, test and benchmark.
+#
+#   make run        install, then build a default topology, pingall, iperf, tear down
+#   make test       install, check, cargo test, pytest (privileged tests need root)
+#   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
+#   make bench      install (plus Debian's mininet as the peer), then bench/
+#   make install    apt packages if missing, .venv with fidelnet, fidelnet-exec
+#   make distclean  remove .venv and target
+#
+# Idempotent, on a fresh Debian 12 or Ubuntu machine, as root: apt packages are
+# installed only when missing, the virtualenv is rebuilt only when pyproject.toml
+# changes, and cargo is incremental. `make -n <target>` shows what would run.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+PYTHON     ?= python3
+VENV       ?= .venv
+CARGO      ?= cargo
+BENCH_ARGS ?=
+RUN_ARGS   ?= --topo linear,4 --test all
+
+# rustup installs cargo in ~/.cargo/bin, which non-login shells (CI) may not have on PATH.
+ifeq ($(shell command -v $(CARGO)),)
+  ifneq ($(wildcard $(HOME)/.cargo/bin/cargo),)
+    export PATH := $(HOME)/.cargo/bin:$(PATH)
+  endif
+endif
+
+# Run tests and the default scenario as an activated virtualenv would (fidelnet-exec is there).
+VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
+
+APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
+                build-essential pkg-config ca-certificates
+# Debian's or Ubuntu's Rust toolchain, only when there is no cargo (a rustup one is kept).
+APT_RUST     := cargo rustc rustfmt rust-clippy
+# The benchmark's peer: stock Mininet, whose LinuxBridge needs brctl.
+APT_BENCH    := mininet bridge-utils
+HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
+APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
+
+VENV_STAMP   := $(VENV)/.installed-pyproject
+EXEC_BIN     := $(VENV)/bin/fidelnet-exec
+
+.PHONY: help install apt-deps venv native run check test bench distclean
+
+help:
+	@sed -n '1,8s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+
+## install: apt packages, the virtualenv with fidelnet in it, the Rust binaries
+install: apt-deps venv native
+
+# One dpkg query per package; apt-get (update, then install) only for what is missing.
+apt-deps:
+	scripts/apt-ensure $(APT_WANTED)
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml | apt-deps
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+# cargo decides what to rebuild; install -C copies only when the binary changed.
+native: venv
+	$(CARGO) build --release --workspace --locked
+	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
+
+## run: the default scenario (until scenarios land): build, pingall, short iperf, tear down
+run: install
+	$(VENV_PATH) $(VENV)/bin/fidelnet mn $(RUN_ARGS)
+
+## check: formatting, lint and types, Python and Rust
+check: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
+test: install check
+	$(CARGO) test --workspace --locked
+	$(VENV_PATH) $(VENV)/bin/pytest tests
+
+## bench: build/teardown against stock Mininet (BENCH_ARGS=--quick for a short run)
+bench: APT_EXTRA = $(APT_BENCH)
+bench: install
+	$(VENV)/bin/python bench/build_teardown.py $(BENCH_ARGS)
+
+## distclean: remove the virtualenv and cargo's target (`fidelnet clean` is something else:
+## it removes kernel objects left by stale emulation runs)
+distclean:
+	rm -rf $(VENV) target src/*.egg-info
