@@ -88,9 +88,7 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
     procs_before = bl.snapshot_pids()
 
     net = Network(spec)
-    run_id = getattr(net, "run_id", None)
-    result["run_id"] = run_id
-    prefix = f"fn{run_id}" if run_id else None
+    run_id: str | None = None  # known once the network is open
     ns_inodes: set[int] = set()
 
     def ours(p: bl.Proc) -> bool:
@@ -104,13 +102,14 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         net.start()
         result["build_s"] = time.perf_counter() - t0
         started = True
+        run_id = str(net.run_id)
+        result["run_id"] = run_id
         nodes = len(net.nodes)
         result["nodes"] = nodes
         result["hosts"] = len(net.hosts)
         result["switches"] = len(net.switches)
         result["links"] = len(net.links)
-        if prefix:
-            ns_inodes = bl.named_netns_inodes(prefix)
+        ns_inodes = bl.named_netns_inodes(f"fn{run_id}")
         mem_idle = bl.idle_settle(settle)
         result["processes"] = bl.process_summary(bl.started_processes(procs_before, ours))
         result["root_links_added"] = len(bl.root_links() - links_before)

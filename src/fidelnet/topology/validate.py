@@ -343,7 +343,7 @@ def _check_default_ip(spec: TopologySpec, ends: list[Interface]) -> Problems:
         node = spec.nodes.get(end.node)
         if node is None or not end.default or node.ip is None or end.ip_field is None:
             continue
-        if end.ip_field.startswith("links[") and _ip_part(end.ip) != _ip_part(node.ip):
+        if end.ip_field.startswith("links[") and end.ip != node.ip:
             yield ValidationError(
                 f"nodes.{end.node}.ip",
                 f"differs from {end.ip_field} ({end.ip}), the address of the same interface "
@@ -352,22 +352,19 @@ def _check_default_ip(spec: TopologySpec, ends: list[Interface]) -> Problems:
             )
 
 
-def _ip_part(text: object) -> object:
-    return text.split("/", 1)[0] if isinstance(text, str) else text
-
-
 def _check_unique(ends: list[Interface], attr: str) -> Problems:
-    owners: dict[str, str] = {}
+    owners: dict[str, Interface] = {}
     for end in ends:
         value, field = getattr(end, attr), getattr(end, f"{attr}_field")
         if not isinstance(value, str) or field is None:
             continue
         key = value.split("/", 1)[0] if attr == "ip" else value.lower()
-        first = owners.setdefault(key, field)
-        if first != field:
+        first = owners.setdefault(key, end)
+        if first is not end:
             what = "address" if attr == "ip" else "MAC"
             yield ValidationError(
                 field,
-                f"{what} {key} is already used by {first} (interface {end.name} of {end.node})",
+                f"{what} {key} is already used by {getattr(first, f'{attr}_field')} "
+                f"(interface {first.name} of {first.node})",
                 value,
             )

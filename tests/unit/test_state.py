@@ -1,0 +1,82 @@
+"""Run state files: records, gone lines, crash-truncated lines, stale detection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fidelnet.errors import StateError
+from fidelnet.kernel import state
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(state, "STATE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_records_and_gone_give_live_objects_in_order() -> None:
+    st = state.RunState.create(command="test")
+    st.record("netns", name="fnX-h1")
+    st.record("netns", name="fnX-h2")
+    st.record("process", pid=10, start=5)
+    st.gone("netns", name="fnX-h1")
+    live = st.live_objects()
+    assert [(o["kind"], o.get("name", o.get("pid"))) for o in live] == [
+        ("netns", "fnX-h2"),
+        ("process", 10),
+    ]
+    st.close(remove=True)
+    assert not os.path.exists(st.path)
+
+
+def test_header_names_the_owner_and_it_is_alive() -> None:
+    st = state.RunState.create()
+    [info] = state.list_runs()
+    assert info.run_id == st.run_id
+    assert info.owner_pid == os.getpid()
+    assert info.alive
+    st.close(remove=True)
+
+
+def test_dead_owner_makes_a_stale_run(state_dir: Path) -> None:
+    path = state_dir / "abc123.jsonl"
+    # pid 1's real start time is not 999999999: the recorded owner no longer exists.
+    path.write_text('{"kind":"run","run_id":"abc123","pid":1,"start":999999999}\n')
+    [info] = state.list_runs()
+    assert not info.alive
+
+
+def test_line_cut_short_by_a_crash_keeps_earlier_records(state_dir: Path) -> None:
+    path = state_dir / "abc123.jsonl"
+    path.write_text(
+        '{"kind":"run","run_id":"abc123","pid":1,"start":1}\n'
+        '{"kind":"netns","name":"fnabc123-h1"}\n'
+        '{"kind":"netns","na'
+    )
+    assert state.live_objects(str(path)) == [{"kind": "netns", "name": "fnabc123-h1"}]
+
+
+def test_foreign_file_is_refused(state_dir: Path) -> None:
+    path = state_dir / "zzz.jsonl"
+    path.write_text("hello\n")
+    with pytest.raises(StateError, match="not a fidelnet state file"):
+        state.read_header(str(path))
+    assert state.list_runs() == []
+
+
+def test_explicit_run_id_clash_is_an_error() -> None:
+    st = state.RunState.create("feed01")
+    with pytest.raises(StateError, match="already exists"):
+        state.RunState.create("feed01")
+    st.close(remove=True)
+
+
+def test_process_identity_uses_start_time() -> None:
+    start = state.process_start_time(os.getpid())
+    assert start is not None
+    assert state.process_matches(os.getpid(), start)
+    assert not state.process_matches(os.getpid(), start + 1)
+    assert state.process_start_time(2**22 + 12345) is None
