@@ -113,7 +113,9 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         mem_idle = bl.idle_settle(settle)
         result["processes"] = bl.process_summary(bl.started_processes(procs_before, ours))
         result["root_links_added"] = len(bl.root_links() - links_before)
-        result["netns_added"] = len(bl.named_netns() - netns_before)
+        result["netns_added"] = len(
+            [n for n in bl.named_netns() - netns_before if n.startswith(f"fn{run_id}")]
+        )
         result["mem_available_before_kib"] = mem_before
         result["mem_available_idle_kib"] = mem_idle
         result["mem_per_node_mib"] = (mem_before - mem_idle) / 1024 / nodes

@@ -156,10 +156,21 @@ CASES: list[tuple[str, Callable[[TopologySpec], None], str, str]] = [
         "links[3].b_ip",
         "already used by links[3].a_ip",
     ),
-    ("same-mac-twice", same_mac_twice, "links[3].b_mac", "already used by nodes.h1.mac"),
+    (
+        "same-mac-twice",
+        same_mac_twice,
+        "links[3].b_mac",
+        "already used by nodes.h1.mac (interface h1-eth0 of h1)",
+    ),
     (
         "node-ip-contradicts-link",
         set_node("h3", ip="10.5.0.9/24"),
+        "nodes.h3.ip",
+        "differs from links[3].b_ip",
+    ),
+    (
+        "node-ip-prefix-contradicts-link",
+        set_node("h3", ip="10.5.0.2/16"),
         "nodes.h3.ip",
         "differs from links[3].b_ip",
     ),

@@ -281,7 +281,7 @@ def plan_ips(spec: TopologySpec) -> list[tuple[NodeSpec, int, str | None]]:
                 raise ValidationError(
                     "ip_base",
                     f"too few addresses: node {node.name} needs host number {number} "
-                    f"but this network has room for {max(capacity, 0)}",
+                    f"but the highest usable one in {net} is {max(capacity, 0)}",
                     spec.ip_base,
                 )
             ip = f"{net.network_address + number}/{net.prefixlen}"
