@@ -341,3 +341,15 @@ def test_from_mn_spec_unknown_name_lists_every_topology() -> None:
         "tree,DEPTH[,FANOUT]",
         "torus,X,Y[,N]",
     )
+
+
+def test_deep_tree_does_not_overflow_the_stack() -> None:
+    spec = tree(2000, 1)
+    assert len(spec.nodes) == 2001
+    assert pairs(spec)[0] == ("s2000", "h1")
+    assert pairs(spec)[-1] == ("s1", "s2")
+
+
+def test_huge_tree_is_refused_quickly() -> None:
+    with pytest.raises(ValidationError, match="limit is 100000"):
+        tree(10**7, 2)

@@ -14,6 +14,7 @@ import ipaddress
 import os
 import socket
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -187,7 +188,7 @@ class Netlink:
     def add_route(self, dst: str, gateway: str | None = None, index: int | None = None) -> None:
         self.add_routes([(dst, gateway, index)])
 
-    def add_routes(self, routes: list[tuple[str, str | None, int | None]]) -> None:
+    def add_routes(self, routes: Sequence[tuple[str, str | None, int | None]]) -> None:
         """Replace IPv4 routes ``(dst CIDR, gateway or None, out interface index or None)``
         in one netlink batch: one send, then one acknowledgement per route."""
         if not routes:

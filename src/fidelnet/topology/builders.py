@@ -31,6 +31,7 @@ the parameter (field ``"<builder>.<param>"``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from fidelnet.errors import ValidationError
 from fidelnet.topology.spec import LinkParams, LinkSpec, NodeSpec, TopologySpec
@@ -63,7 +64,7 @@ def _int_arg(builder: str, param: str, value: object, minimum: int = 1) -> int:
 def _check_size(builder: str, params: str, count: int) -> None:
     if count > MAX_NODES:
         raise ValidationError(
-            f"{builder}.{params}", f"would create {count} nodes; the limit is {MAX_NODES}"
+            f"{builder}.{params}", f"would create at least {count} nodes; the limit is {MAX_NODES}"
         )
 
 
@@ -130,31 +131,56 @@ def linear(k: int = 2, n: int = 1) -> TopologySpec:
 
 
 def _tree_size(depth: int, fanout: int) -> int:
-    return sum(fanout**level for level in range(depth + 1))
+    """Nodes in a tree, counted only until it passes MAX_NODES (depth may be huge)."""
+    total, level_size = 0, 1
+    for _ in range(depth + 1):
+        total += level_size
+        if total > MAX_NODES:
+            break
+        level_size *= fanout
+    return total
+
+
+@dataclass
+class _Frame:
+    """A switch of :func:`tree` whose subtree is being built."""
+
+    name: str
+    level: int
+    children_left: int
 
 
 def tree(depth: int = 1, fanout: int = 2) -> TopologySpec:
     """``TreeTopo``: numbered depth first; a switch links to each child after
     building the child's subtree, so tree(2, 2) links (s2,h1), (s2,h2), (s1,s2),
-    (s3,h3), (s3,h4), (s1,s3)."""
+    (s3,h3), (s3,h4), (s1,s3). (Iterative, so a deep tree cannot overflow the stack.)
+    """
     depth = _int_arg("tree", "depth", depth)
     fanout = _int_arg("tree", "fanout", fanout)
     _check_size("tree", "depth", _tree_size(depth, fanout))
     spec = TopologySpec()
     counters = {"s": 1, "h": 1}
 
-    def add_tree(level: int) -> str:
+    def add(level: int) -> str:
         prefix = "s" if level > 0 else "h"
         name = f"{prefix}{counters[prefix]}"
         counters[prefix] += 1
-        if level == 0:
-            return _host(spec, name)
-        _switch(spec, name)
-        for _ in range(fanout):
-            _link(spec, name, add_tree(level - 1))
-        return name
+        return _switch(spec, name) if level > 0 else _host(spec, name)
 
-    add_tree(depth)
+    stack = [_Frame(add(depth), depth, fanout)]
+    while stack:
+        top = stack[-1]
+        if top.children_left == 0:
+            stack.pop()
+            if stack:
+                _link(spec, stack[-1].name, top.name)
+            continue
+        top.children_left -= 1
+        child = add(top.level - 1)
+        if top.level - 1 == 0:
+            _link(spec, top.name, child)
+        else:
+            stack.append(_Frame(child, top.level - 1, fanout))
     return spec
 
 

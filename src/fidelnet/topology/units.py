@@ -2,9 +2,13 @@
 
 Every quantity fidelnet accepts as text carries its unit: ``"10Mbit"``,
 ``"1Gbps"``, ``"2ms"``, ``"500us"``, ``"1500B"``, ``"1%"``. A bare number is an
-error in the native API and in scenario files; only the Mininet compatibility layer
-reads Mininet's bare ``bw=10`` as Mbit/s and ``delay=5`` as... nothing (Mininet
-requires a unit for delay too), through :func:`parse_rate` with ``bare_unit``.
+error for rates and durations in the native API and in scenario files; only the
+Mininet compatibility layer reads Mininet's bare ``bw=10`` as Mbit/s, through
+:func:`parse_rate` with ``bare_unit``. A bare size is bytes.
+
+``Mbps`` means megabits per second, as iperf and most people write it; beware that
+``tc`` itself reads ``mbps`` as megabytes. Bytes per second are spelled with a capital
+``B``: ``MBps``.
 
 Values come back in base units: bit/s, seconds, bytes, percent (0..100).
 """
@@ -21,7 +25,7 @@ __all__ = ["parse_duration", "parse_percent", "parse_rate", "parse_size"]
 _NUM = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[A-Za-z%/]*)\s*$")
 
-# Rates: bit/s. "bps" and "bit" mean bits; "Bps" means bytes (as tc and iperf use them).
+# Rates: bit/s. "bps" and "bit" mean bits (iperf's reading, not tc's); "Bps" means bytes.
 _RATE_UNITS: dict[str, float] = {
     "bit": 1.0,
     "bps": 1.0,
