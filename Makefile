@@ -5,7 +5,7 @@
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
 #   make install    apt packages if missing, .venv with fidelnet, fidelnet-exec
-#   make distclean  remove .venv and target
+#   make distclean  remove .venv, target and tool caches
 #
 # Idempotent, on a fresh Debian 12 or Ubuntu machine, as root: apt packages are
 # installed only when missing, the virtualenv is rebuilt only when pyproject.toml
@@ -34,8 +34,13 @@ VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
                 build-essential pkg-config ca-certificates
-# Debian's or Ubuntu's Rust toolchain, only when there is no cargo (a rustup one is kept).
-APT_RUST     := cargo rustc rustfmt rust-clippy
+# The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
+# Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
+# `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.
+OS_RELEASE   := $(shell . /etc/os-release 2>/dev/null && echo "$$ID-$$VERSION_ID")
+APT_RUST     := $(if $(filter debian-12,$(OS_RELEASE)),\
+                  cargo-web rustc-web rustfmt-web rust-web-clippy,\
+                  cargo rustc rustfmt rust-clippy)
 # The benchmark's peer: stock Mininet, whose LinuxBridge needs brctl.
 APT_BENCH    := mininet bridge-utils
 HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
@@ -93,4 +98,4 @@ bench: install
 ## distclean: remove the virtualenv and cargo's target (`fidelnet clean` is something else:
 ## it removes kernel objects left by stale emulation runs)
 distclean:
-	rm -rf $(VENV) target src/*.egg-info
+	rm -rf $(VENV) target src/*.egg-info .mypy_cache .pytest_cache .ruff_cache

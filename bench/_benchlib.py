@@ -16,7 +16,8 @@ What it measures:
   namespace and names in ``ip netns list``, to see what a run added and whether it
   left anything behind.
 - :func:`idle_settle`: wait, then sample ``MemAvailable`` a few times and keep the
-  median, since single readings jitter by a few hundred kB.
+  median and the spread, since single readings jitter by a few hundred kB.
+- :func:`memory_fields`: the before/idle pair as MiB per node, with its noise.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 PAGE_KIB = resource.getpagesize() // 1024
 PF_KTHREAD = 0x00200000
@@ -52,15 +54,18 @@ def mem_total_kib() -> int:
     raise RuntimeError("/proc/meminfo: no MemTotal line")
 
 
-def idle_settle(seconds: float, samples: int = 5) -> int:
-    """Sleep ``seconds``, then return the median of ``samples`` MemAvailable readings
-    taken 100 ms apart."""
+def idle_settle(seconds: float, samples: int = 5, interval: float = 0.1) -> tuple[int, int]:
+    """Sleep ``seconds``, then read MemAvailable ``samples`` times ``interval`` apart;
+    return the median and the spread (max - min) of the readings, in KiB. Single
+    readings jitter by hundreds of kB, more when other jobs run on the machine: the
+    spread is reported as the noise of the memory figure."""
     time.sleep(seconds)
     readings = []
-    for _ in range(samples):
+    for i in range(samples):
+        if i:
+            time.sleep(interval)
         readings.append(mem_available_kib())
-        time.sleep(0.1)
-    return int(statistics.median(readings))
+    return int(statistics.median(readings)), max(readings) - min(readings)
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,27 @@ def named_netns() -> set[str]:
         ["ip", "-j", "netns", "list"], check=True, capture_output=True, text=True
     ).stdout
     return {ns["name"] for ns in json.loads(out or "[]")}
+
+
+def sampling(settle: float) -> dict[str, Any]:
+    """Sampling for a given settle time: quick runs take fewer, closer readings."""
+    if settle < 1.0:
+        return {"samples": 3, "interval": 0.05}
+    return {"samples": 5, "interval": 0.1}
+
+
+def memory_fields(
+    before: tuple[int, int], idle: tuple[int, int], nodes: int
+) -> dict[str, float | int]:
+    """Result fields for the memory of an idle network of ``nodes`` nodes."""
+    noise = max(before[1], idle[1])
+    return {
+        "mem_available_before_kib": before[0],
+        "mem_available_idle_kib": idle[0],
+        "mem_noise_kib": noise,
+        "mem_per_node_mib": (before[0] - idle[0]) / 1024 / nodes,
+        "mem_noise_per_node_mib": noise / 1024 / nodes,
+    }
 
 
 def kernel_release() -> str:

@@ -137,6 +137,7 @@ def summarise(runs: list[dict[str, Any]], topos: list[str]) -> list[dict[str, An
                         "teardown_s",
                         "total_s",
                         "mem_per_node_mib",
+                        "mem_noise_per_node_mib",
                         "rss_per_node_mib",
                         "pss_per_node_mib",
                         "root_links_added",
@@ -149,10 +150,16 @@ def summarise(runs: list[dict[str, Any]], topos: list[str]) -> list[dict[str, An
             row["memory_fidelnet_over_mininet"] = None
         if fn["total_s"] and mn["total_s"]:
             fn["speedup_mininet_over_fidelnet"] = mn["total_s"] / fn["total_s"]
-        if fn["mem_per_node_mib"] is not None and mn["mem_per_node_mib"]:
+        if resolved(fn) and resolved(mn):
             fn["memory_fidelnet_over_mininet"] = fn["mem_per_node_mib"] / mn["mem_per_node_mib"]
         rows += [fn, mn]
     return rows
+
+
+def resolved(row: dict[str, Any]) -> bool:
+    """Whether the memory figure stands above the noise of its readings."""
+    mem, noise = row.get("mem_per_node_mib"), row.get("mem_noise_per_node_mib")
+    return mem is not None and noise is not None and mem > noise
 
 
 def fmt(value: Any, spec: str) -> str:
@@ -174,18 +181,25 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 parts.append(f"time mn/fn {row['speedup_mininet_over_fidelnet']:.1f}x")
             if row["memory_fidelnet_over_mininet"] is not None:
                 parts.append(f"mem fn/mn {row['memory_fidelnet_over_mininet']:.2f}")
+            elif row["mem_per_node_mib"] is not None:
+                parts.append("mem: within noise")
             ratio = ", ".join(parts)
         runs = f"{row['runs']}" + (f"+{row['failed']}!" if row["failed"] else "")
+        mem = fmt(row["mem_per_node_mib"], ".2f")
+        if row["mem_per_node_mib"] is not None and not resolved(row):
+            mem += "?"
         print(
             f"{row['topo']:<11} {row['side']:<9} {fmt(row['nodes'], 'd'):>5} "
             f"{fmt(row['build_s'], '.3f'):>8} {fmt(row['teardown_s'], '.3f'):>10} "
-            f"{fmt(row['total_s'], '.3f'):>8} {fmt(row['mem_per_node_mib'], '.2f'):>8} "
+            f"{fmt(row['total_s'], '.3f'):>8} {mem:>8} "
             f"{fmt(row['pss_per_node_mib'], '.2f'):>11} {runs:>4}  {ratio}"
         )
     print(
-        "\nMB/node: drop in MemAvailable per idle node (MiB); PSS MB/node: proportional "
-        "set size of the processes the run started, per node. Ratios from medians; "
-        "'!' marks failed runs (see the JSON)."
+        "\nMB/node: drop in MemAvailable per idle node, MiB ('?': not above the spread of "
+        "its readings, i.e. noise);\nPSS MB/node: proportional set size of the processes "
+        "the run started, per node; ratios from medians;\n'!': failed runs (see the JSON). "
+        "Teardown is what the caller waits for: the kernel frees namespaces afterwards, "
+        "asynchronously."
     )
 
 
@@ -254,9 +268,9 @@ def main() -> int:
     if args.repeat < 1:
         parser.error("--repeat: must be at least 1")
     if args.settle is None:
-        args.settle = 1.0 if args.quick else 2.0
+        args.settle = 0.3 if args.quick else 2.0
     if args.gap is None:
-        args.gap = 0.5 if args.quick else 2.0
+        args.gap = 0.2 if args.quick else 2.0
     if os.geteuid() != 0:
         sys.exit("build_teardown: both sides build network namespaces and need root")
     topos = args.topo or (QUICK if args.quick else FULL)

@@ -95,7 +95,7 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         """An orphan is ours if it lives in one of this run's namespaces."""
         return bl.netns_inode(p.pid) in ns_inodes
 
-    mem_before = bl.idle_settle(0.2)
+    mem_before = bl.idle_settle(0.1, **bl.sampling(settle))
     started = False
     try:
         t0 = time.perf_counter()
@@ -110,15 +110,13 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         result["switches"] = len(net.switches)
         result["links"] = len(net.links)
         ns_inodes = bl.named_netns_inodes(f"fn{run_id}")
-        mem_idle = bl.idle_settle(settle)
+        mem_idle = bl.idle_settle(settle, **bl.sampling(settle))
         result["processes"] = bl.process_summary(bl.started_processes(procs_before, ours))
         result["root_links_added"] = len(bl.root_links() - links_before)
         result["netns_added"] = len(
             [n for n in bl.named_netns() - netns_before if n.startswith(f"fn{run_id}")]
         )
-        result["mem_available_before_kib"] = mem_before
-        result["mem_available_idle_kib"] = mem_idle
-        result["mem_per_node_mib"] = (mem_before - mem_idle) / 1024 / nodes
+        result.update(bl.memory_fields(mem_before, mem_idle, nodes))
         if check:  # after the idle measurement, so ARP caches etc. do not count
             result["check_loss_pct"] = verify(net, spec_text)
     finally:
@@ -126,7 +124,9 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
         net.stop()
         if started:
             result["teardown_s"] = time.perf_counter() - t0
-    result["mem_available_after_teardown_kib"] = bl.idle_settle(0.5, samples=3)
+    result["mem_available_after_teardown_kib"] = bl.idle_settle(
+        min(settle, 0.5), **bl.sampling(settle)
+    )[0]
 
     # Attribute by run id where it is known: other runs may be active on this machine.
     new_links = {n: a for n, a in bl.root_links_with_alias().items() if n not in links_before}

@@ -216,7 +216,7 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
     result["hosts"] = len(topo.hosts())
     result["switches"] = len(topo.switches())
     result["links"] = len(topo.links())
-    mem_before = bl.idle_settle(0.2)
+    mem_before = bl.idle_settle(0.1, **bl.sampling(settle))
     started = False
     try:
         t0 = time.perf_counter()
@@ -224,13 +224,11 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         net.start()
         result["build_s"] = time.perf_counter() - t0
         started = True
-        mem_idle = bl.idle_settle(settle)
+        mem_idle = bl.idle_settle(settle, **bl.sampling(settle))
         procs = bl.started_processes(procs_before)
         result["processes"] = bl.process_summary(procs)
         result["root_links_added"] = len(bl.root_links() - links_before)
-        result["mem_available_before_kib"] = mem_before
-        result["mem_available_idle_kib"] = mem_idle
-        result["mem_per_node_mib"] = (mem_before - mem_idle) / 1024 / result["nodes"]
+        result.update(bl.memory_fields(mem_before, mem_idle, result["nodes"]))
         if check:  # after the idle measurement, so ARP caches etc. do not count
             result["check_loss_pct"] = verify(net, spec)
     finally:
@@ -238,7 +236,9 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         net.stop()
         if started:
             result["teardown_s"] = time.perf_counter() - t0
-    result["mem_available_after_teardown_kib"] = bl.idle_settle(0.5, samples=3)
+    result["mem_available_after_teardown_kib"] = bl.idle_settle(
+        min(settle, 0.5), **bl.sampling(settle)
+    )[0]
 
     leaks = {
         # Mininet puts nothing but bridges and switch ports in the host namespace and

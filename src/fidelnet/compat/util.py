@@ -284,8 +284,9 @@ def specialClass(cls: type, prepend: list[Any] | None = None, append: list[Any] 
         newparams.update(over)
         cls.__init__(self, *(pre + list(args) + post), **newparams)
 
-    return type(f"{cls.__name__}{dflt}", (cls,), {"__init__": __init__,
-                                                  "__doc__": cls.__doc__})
+    # fn_params: what fidelnet's checks read to see the preset keyword arguments.
+    return type(f"{cls.__name__}{dflt}", (cls,), {"__init__": __init__, "__doc__": cls.__doc__,
+                                                  "fn_params": {**dflt, **over}})
 
 
 def customClass(classes: dict[str, Any], argStr: str) -> Any:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from fidelnet.errors import KernelError, UnsupportedError
 
-__all__ = ["CgroupFS", "CpuLimit", "detect", "kill_and_remove"]
+__all__ = ["CgroupFS", "CpuLimit", "detect", "join", "kill_and_remove", "set_limit"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,42 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
                     os.path.join(path, "cpuset.mems"), _read(os.path.join(parent, "cpuset.mems"))
                 )
             _write(os.path.join(path, "cpuset.cpus"), cpus)
+
+
+def set_limit(fs: CgroupFS, path: str, limit: CpuLimit) -> None:
+    """Rewrite the CPU limits of an existing cgroup; a part that is None is lifted."""
+    v2 = _is_v2(fs, path)
+    if v2 and os.path.exists(os.path.join(path, "cpu.max")):
+        quota = "max"
+        if limit.fraction is not None:
+            quota = str(max(1000, round(limit.fraction * fs.ncpus * limit.period_us)))
+        _write(os.path.join(path, "cpu.max"), f"{quota} {limit.period_us}")
+    elif not v2 and os.path.exists(os.path.join(path, "cpu.cfs_quota_us")):
+        quota = "-1"
+        if limit.fraction is not None:
+            quota = str(max(1000, round(limit.fraction * fs.ncpus * limit.period_us)))
+        _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
+        _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
+    cpus_file = os.path.join(path, "cpuset.cpus")
+    if os.path.exists(cpus_file):
+        if limit.cores is not None:
+            cpus = ",".join(str(c) for c in limit.cores)
+        else:  # all the parent allows
+            parent = os.path.join(os.path.dirname(path), "cpuset.cpus")
+            cpus = _read(parent) if not v2 else ""
+        _write(cpus_file, cpus)
+
+
+def join(path: str, pids_: list[int]) -> None:
+    """Move processes into the cgroup at ``path`` (ones that are gone are skipped)."""
+    for pid in pids_:
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                f.write(str(pid))
+        except ProcessLookupError:
+            continue
+        except OSError as exc:
+            raise KernelError(f"{path}: cannot move process {pid} in: {exc}") from exc
 
 
 def pids(path: str) -> list[int]:

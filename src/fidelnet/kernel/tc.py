@@ -16,7 +16,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from fidelnet.errors import KernelError, UnsupportedError
 from fidelnet.kernel.netlink import Netlink
 
-__all__ = ["HTB_MAX_RATE", "burst_for", "check_rate", "probe_qdisc", "set_rate"]
+__all__ = ["HTB_MAX_RATE", "burst_for", "check_rate", "clear_root", "probe_qdisc", "set_rate"]
 
 FRAME = 1514 + 4  # an Ethernet frame with its FCS
 HTB_MAX_RATE = (2**32 - 1) * 8  # tc_ratespec.rate is u32 bytes/s without TCA_HTB_RATE64
@@ -64,6 +64,15 @@ def set_rate(nl: Netlink, index: int, rate_bps: float, queue_packets: int | None
     except NetlinkError as exc:
         raise KernelError(f"tc htb on link {index}: {exc}") from exc
     _check_rate(nl, index, rate_bps)
+
+
+def clear_root(nl: Netlink, index: int) -> None:
+    """Remove the root qdisc of interface ``index`` (and all below it), if it has one."""
+    try:
+        nl.ipr.tc("del", index=index, root=True)
+    except NetlinkError as exc:
+        if exc.code not in (errno.ENOENT, errno.EINVAL):
+            raise KernelError(f"tc: removing the root qdisc of link {index}: {exc}") from exc
 
 
 def _check_rate(nl: Netlink, index: int, rate_bps: float) -> None:

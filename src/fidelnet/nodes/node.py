@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import NodeError, ValidationError
@@ -24,7 +25,8 @@ from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import process_start_time
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.shell import Shell
-from fidelnet.topology.spec import NodeSpec
+from fidelnet.topology.spec import NodeSpec, TopologySpec
+from fidelnet.topology.validate import validate
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -78,6 +80,26 @@ class Node:
                 cgroups.create(fs, d, limit)
             self._cgroups = dirs
         return self._cgroups
+
+    def set_cpu_limit(self, cpu: float | None, cores: tuple[int, ...] | None = None) -> None:
+        """Change the node's CPU limit: ``cpu`` a fraction of all cores, ``cores`` the
+        cores it may run on (None lifts either). Applied at once when the node has
+        processes, else when its first one starts."""
+        validate(TopologySpec(nodes={self.name: replace(self.spec, cpu=cpu, cores=cores)}))
+        self.spec.cpu, self.spec.cores = cpu, cores
+        if self._cgroups is None:
+            return
+        fs = self.net.cgroupfs
+        limit = cgroups.CpuLimit(cpu, cores)
+        for d in self._cgroups:
+            cgroups.set_limit(fs, d, limit)
+        for d in fs.node_dirs(self.net.run_id, self.name, limit):
+            if d in self._cgroups:
+                continue
+            self.net.state_record("cgroup", path=d)
+            cgroups.create(fs, d, limit)
+            cgroups.join(d, cgroups.pids(self._cgroups[0]))
+            self._cgroups.append(d)
 
     # -- processes ------------------------------------------------------------------
 
@@ -180,6 +202,14 @@ class Node:
     def close(self) -> None:
         """End the node's processes and release its handles (namespaces are the
         network's to remove)."""
+        self.end_processes()
+        if self._nl is not None:
+            self._nl.close()
+            self._nl = None
+
+    def end_processes(self) -> None:
+        """End the node's shell and the processes started with :meth:`popen`; its
+        netlink handle stays open (a switch's is the fabric's, shared)."""
         if self._shell is not None:
             self._shell.close()
             self._shell = None
@@ -191,9 +221,6 @@ class Node:
                 if stream is not None:
                     stream.close()
         self._popens.clear()
-        if self._nl is not None:
-            self._nl.close()
-            self._nl = None
 
 
 class Host(Node):

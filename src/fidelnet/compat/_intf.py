@@ -1,0 +1,257 @@
+"""Mininet's ``Intf`` and ``TCIntf`` on fidelnet's interfaces.
+
+An ``Intf`` is constructed the Mininet way, ``Intf(name, node=..., port=...,
+link=..., **params)``, after the kernel interface exists (a ``Link`` creates the
+veth pair first): it takes the place of fidelnet's record of that interface on
+its node and applies ``config(**params)``. Addresses, MACs and up/down go
+through netlink; ``ifconfig(*args)`` runs ``ifconfig`` in the node, as in Mininet.
+
+``TCIntf.config`` reads Mininet's units (``bw=10`` is 10 Mbit/s, ``delay='5ms'``)
+into :class:`~fidelnet.topology.spec.LinkParams`: ``bw`` (with
+``max_queue_size``) becomes an HTB class through :mod:`fidelnet.kernel.tc`;
+``delay``, ``jitter`` and ``loss`` are refused with UnsupportedError naming
+``sch_netem`` when the kernel lacks it (Mininet prints an error and carries on
+without them; fidelnet never drops them silently).
+
+Names: :class:`Intf`, :class:`TCIntf`, :func:`tc_params`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+from typing import Any
+
+from fidelnet.compat import _context
+from fidelnet.compat.log import info
+from fidelnet.errors import KernelError, NodeError, ValidationError
+from fidelnet.kernel import tc
+from fidelnet.kernel.netlink import NetlinkError
+from fidelnet.links import unsupported_params
+from fidelnet.nodes.intf import Interface
+from fidelnet.topology.spec import LinkParams
+from fidelnet.topology.units import parse_duration, parse_percent, parse_rate
+
+__all__ = ["Intf", "TCIntf", "tc_params"]
+
+_IP_RE = re.compile(r"\d+\.\d+\.\d+\.\d+")
+_MAC_RE = re.compile(r"..:..:..:..:..:..")
+
+
+class Intf(Interface):
+    """One end of a link, as Mininet sees it."""
+
+    def __init__(self, name: str, node: Any = None, port: int | None = None, link: Any = None,
+                 mac: str | None = None, **params: Any) -> None:
+        params.pop("moveIntfFn", None)
+        existing = None
+        index = -1
+        if node is not None:
+            existing = next((i for i in node.intfs.values() if i.name == name), None)
+            if existing is not None:
+                index = existing.index
+            else:
+                found = node.netlink().index_or_none(name)
+                if found is None:
+                    raise NodeError(
+                        f"{node.name}: no interface {name!r} in its namespace (fidelnet makes "
+                        "interfaces with links; it does not move host interfaces into nodes)")
+                index = found
+            if port is None:
+                port = existing.port if existing is not None else node.newPort()
+        super().__init__(node, name, port if port is not None else -1, index)
+        if existing is not None:
+            self._ip, self._prefixlen, self._mac = (
+                existing._ip, existing._prefixlen, existing._mac)  # noqa: SLF001
+        self.link = link
+        if mac is not None:
+            self._mac = mac.lower()
+        if node is not None:
+            if existing is not None and existing is not self:
+                node.ports.pop(existing, None)
+            node.addIntf(self, port=port)
+        self.params = params
+        self.config(**params)
+
+    # Mininet reads these as attributes.
+    @property
+    def prefixLen(self) -> int | None:
+        return self.prefixlen
+
+    def cmd(self, *args: Any, **kwargs: Any) -> str:
+        """Run a command in our node."""
+        return str(self.node.cmd(*args, **kwargs))
+
+    def ifconfig(self, *args: Any) -> str:
+        """``ifconfig NAME args…`` in our node (``up``/``down`` go through netlink)."""
+        words = [str(a) for a in args]
+        if words in (["up"], ["down"]):
+            try:
+                self.set_up(words[0] == "up")
+            except KernelError as exc:
+                return f"{exc}\n"
+            return ""
+        result = self.cmd("ifconfig", self.name, *words)
+        if words:
+            self.updateAddr()
+        return result
+
+    def setIP(self, ipstr: str, prefixLen: int | None = None) -> str:
+        """Set our address (``10.0.0.1/8``, or ``10.0.0.1`` with ``prefixLen``)."""
+        if "/" not in str(ipstr):
+            if prefixLen is None:
+                raise ValidationError(f"{self.name}.ip", "no prefix length given", ipstr)
+            ipstr = f"{ipstr}/{prefixLen}"
+        self.set_ip(str(ipstr))
+        return ""
+
+    def setMAC(self, macstr: str) -> str:
+        self.set_mac(macstr)
+        return ""
+
+    def updateIP(self) -> str | None:
+        """Our IPv4 address as the kernel has it."""
+        addrs = [a for a in self.node.netlink().addresses(self.index)
+                 if isinstance(ipaddress.ip_interface(a), ipaddress.IPv4Interface)]
+        if addrs:
+            iface = ipaddress.ip_interface(addrs[0])
+            self._ip, self._prefixlen = str(iface.ip), iface.network.prefixlen
+        else:
+            self._ip, self._prefixlen = None, None
+        return self._ip
+
+    def updateMAC(self) -> str | None:
+        self._mac = None
+        return self.mac
+
+    def updateAddr(self) -> tuple[str | None, str | None]:
+        return self.updateIP(), self.updateMAC()
+
+    def IP(self) -> str | None:
+        return self.ip
+
+    def MAC(self) -> str | None:
+        return self.mac
+
+    def isUp(self, setUp: bool = False) -> bool:
+        if setUp:
+            self.set_up(True)
+            return True
+        return self.is_up()
+
+    def rename(self, newname: str) -> str:
+        """Rename the interface (taken down and up again around it)."""
+        nl = self.node.netlink()
+        nl.set_link(self.index, state="down")
+        nl.set_link(self.index, ifname=newname)
+        nl.set_link(self.index, state="up")
+        if self.node is not None and self.name in self.node.nameToIntf:
+            self.node.nameToIntf[newname] = self.node.nameToIntf.pop(self.name)
+        self.name = newname
+        return ""
+
+    def setParam(self, results: dict[str, Any], method: str, **param: Any) -> Any:
+        name, value = next(iter(param.items()))
+        fn = getattr(self, method, None)
+        if fn is None or value is None:
+            return None
+        if isinstance(value, list):
+            result = fn(*value)
+        elif isinstance(value, dict):
+            result = fn(**value)
+        else:
+            result = fn(value)
+        results[name] = result
+        return result
+
+    def config(self, mac: str | None = None, ip: str | None = None, ifconfig: Any = None,
+               up: bool = True, **_params: Any) -> dict[str, Any] | None:
+        """Set MAC, address, up state and run ``ifconfig`` arguments, as given."""
+        r: dict[str, Any] = {}
+        self.setParam(r, "setMAC", mac=mac)
+        self.setParam(r, "setIP", ip=ip)
+        self.setParam(r, "isUp", up=up)
+        self.setParam(r, "ifconfig", ifconfig=ifconfig)
+        return r
+
+    def delete(self) -> None:
+        """Delete the interface (its veth peer goes with it)."""
+        node = self.node
+        if node is not None and not _context.is_stopping(node.net):
+            with contextlib.suppress(NetlinkError, KernelError):
+                node.netlink().delete_link(self.index)
+        if node is not None:
+            node.delIntf(self)
+        self.link = None
+
+    def status(self) -> str:
+        try:
+            found = self.node.netlink().index_or_none(self.name)
+        except (KernelError, NetlinkError, OSError):
+            found = None
+        return "OK" if found is not None else "MISSING"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def tc_params(params: dict[str, Any], where: str) -> LinkParams:
+    """Mininet's traffic-control parameters as LinkParams (base units).
+
+    ``bw`` is in Mbit/s unless it carries a unit; ``delay`` and ``jitter`` need a
+    unit (``'5ms'``); ``loss`` is a percentage; zero delay, jitter or loss mean none,
+    as in Mininet.
+    """
+    bw, delay, jitter = params.get("bw"), params.get("delay"), params.get("jitter")
+    loss, queue = params.get("loss"), params.get("max_queue_size")
+    rate = parse_rate(f"{where}.bw", bw, bare_unit=1e6) if bw is not None else None
+    d = parse_duration(f"{where}.delay", delay) if delay not in (None, "", 0) else None
+    j = parse_duration(f"{where}.jitter", jitter) if jitter not in (None, "", 0) else None
+    lossp = parse_percent(f"{where}.loss", loss) if loss not in (None, "", 0) else None
+    if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)):
+        raise ValidationError(f"{where}.max_queue_size", "must be an integer (packets)", queue)
+    return LinkParams(bw=rate, delay=d or None, jitter=j or None, loss=lossp or None,
+                      max_queue_size=queue)
+
+
+class TCIntf(Intf):
+    """An interface shaped by traffic control (``bw``, ``max_queue_size``; ``delay``,
+    ``jitter`` and ``loss`` need ``sch_netem``)."""
+
+    bwParamMax = 1000
+
+    def config(self, bw: Any = None, delay: Any = None, jitter: Any = None,  # type: ignore[override]
+               loss: Any = None, gro: bool = False, txo: bool = True, rxo: bool = True,
+               speedup: float = 0, use_hfsc: bool = False, use_tbf: bool = False,
+               latency_ms: float | None = None, enable_ecn: bool = False,
+               enable_red: bool = False, max_queue_size: int | None = None,
+               **params: Any) -> dict[str, Any] | None:
+        """Configure as :meth:`Intf.config`, then shape egress with HTB."""
+        del gro, txo, rxo, latency_ms
+        params.pop("disable_gro", None)
+        result = Intf.config(self, **params)
+        if bw is None and not delay and not loss and max_queue_size is None:
+            return None
+        where = f"{self.node.name}:{self.name}"
+        odd = [n for n, v in (("speedup", speedup), ("use_hfsc", use_hfsc),
+                              ("use_tbf", use_tbf), ("enable_ecn", enable_ecn),
+                              ("enable_red", enable_red)) if v]
+        if odd:
+            _context.warn_once(f"tc-odd:{','.join(odd)}",
+                               f"{where}: {', '.join(odd)} not supported; shaping uses HTB")
+        lp = tc_params({"bw": bw, "delay": delay, "jitter": jitter, "loss": loss,
+                        "max_queue_size": max_queue_size}, where)
+        unsupported_params(lp, f"interface {where}", self.node.net._has_netem())  # noqa: SLF001
+        nl = self.node.netlink()
+        tc.clear_root(nl, self.index)
+        assert lp.bw is not None  # a queue size alone was refused above
+        tc.set_rate(nl, self.index, lp.bw, lp.max_queue_size)
+        info(f"({lp.bw / 1e6:.2f}Mbit) ")
+        assert result is not None
+        result["tcoutputs"] = []
+        result["parent"] = " parent 1:1 "
+        return result

@@ -1,0 +1,309 @@
+"""The tests a ``Mininet`` object runs: ping, iperf (with iperf3) and the CPU test.
+
+Output matches Mininet's (``*** Ping: testing ping reachability``, ``h1 -> h2 h3``,
+``*** Results: 0% dropped (6/6 received)``, ``*** Results: ['9.52 Mbits/sec',
+'9.87 Mbits/sec']``). Pings from one source run concurrently; the results are
+printed in Mininet's order.
+
+``iperf`` runs ``iperf3 -s -1 -J`` in the server and ``iperf3 -c IP -t N -J`` in the
+client (argv lists, never a shell) and reports, like Mininet, [server rate, client
+rate]: the server's figure is the receiver's goodput (``end.sum_received``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import time
+from typing import Any
+
+from fidelnet.compat.log import debug, error, info, output
+from fidelnet.errors import NodeError, ValidationError
+
+__all__ = ["NetTests", "format_rate"]
+
+_PING_RE = re.compile(r"(\d+) packets transmitted, (\d+)( packets)? received")
+_RTT_RE = re.compile(r"rtt min/avg/max/mdev = (\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+) ms")
+_LISTEN = "0A"
+
+
+def format_rate(bps: float, fmt: str | None = None) -> str:
+    """A rate as iperf prints it: adaptive bits (``9.57 Mbits/sec``) or a fixed unit
+    (``fmt`` k/m/g for bits, K/M/G for bytes)."""
+    units = {"k": (1e3, "Kbits"), "m": (1e6, "Mbits"), "g": (1e9, "Gbits"),
+             "K": (8 * 1024, "KBytes"), "M": (8 * 1024**2, "MBytes"), "G": (8 * 1024**3, "GBytes")}
+    if fmt and fmt in units:
+        div, name = units[fmt]
+    else:
+        div, name = 1.0, "bits"
+        for scale, label in ((1e9, "Gbits"), (1e6, "Mbits"), (1e3, "Kbits")):
+            if bps >= scale:
+                div, name = scale, label
+                break
+    value = bps / div
+    digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
+    return f"{value:.{digits}f} {name}/sec"
+
+
+def _listening(pid: int, port: int) -> bool:
+    """Whether the process's namespace has a TCP socket listening on ``port``."""
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return False
+
+
+def _iperf_json(text: str, who: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NodeError(f"iperf3 {who}: unreadable output: {text[:200]!r}") from exc
+    if data.get("error"):
+        raise NodeError(f"iperf3 {who}: {data['error']}")
+    return data
+
+
+def _rate(data: dict[str, Any], *keys: str) -> float | None:
+    end = data.get("end", {})
+    for key in keys:
+        bps = end.get(key, {}).get("bits_per_second")
+        if isinstance(bps, (int, float)):
+            return float(bps)
+    return None
+
+
+class NetTests:
+    """Mixin for ``Mininet``: the test methods (it needs ``hosts``)."""
+
+    hosts: list[Any]
+
+    # -- ping ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parsePing(pingOutput: str) -> tuple[int, int]:
+        """(sent, received) from ping's output."""
+        if "connect: Network is unreachable" in pingOutput:
+            return 1, 0
+        m = _PING_RE.search(pingOutput)
+        if m is None:
+            error(f"*** Error: could not parse ping output: {pingOutput}\n")
+            return 1, 0
+        return int(m.group(1)), int(m.group(2))
+
+    @staticmethod
+    def _parsePingFull(pingOutput: str) -> tuple[int, int, float, float, float, float]:
+        """(sent, received, rtt min, avg, max, mdev) from ping's output."""
+        failed = (1, 0, 0.0, 0.0, 0.0, 0.0)
+        if re.search(r"[uU]nreachable", pingOutput):
+            return failed
+        m = _PING_RE.search(pingOutput)
+        if m is None:
+            error(f"*** Error: could not parse ping output: {pingOutput}\n")
+            return failed
+        sent, received = int(m.group(1)), int(m.group(2))
+        r = _RTT_RE.search(pingOutput)
+        if r is None:
+            if received:
+                error(f"*** Error: could not parse ping output: {pingOutput}\n")
+            return failed
+        rtts = [float(g) for g in r.groups()]
+        return sent, received, rtts[0], rtts[1], rtts[2], rtts[3]
+
+    @staticmethod
+    def _ping_outputs(node: Any, dests: list[Any], timeout: Any) -> list[str | None]:
+        """Ping each destination once from ``node``, all at once; their outputs in order
+        (None for a destination without interfaces)."""
+        procs: list[subprocess.Popen[Any] | None] = []
+        for dest in dests:
+            if not dest.intfs:
+                procs.append(None)
+                continue
+            argv = ["ping", "-c1"]
+            if timeout:
+                argv += ["-W", str(timeout)]
+            argv.append(str(dest.IP()))
+            procs.append(node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        outs: list[str | None] = []
+        for proc in procs:
+            if proc is None:
+                outs.append(None)
+                continue
+            out, _ = proc.communicate()
+            outs.append(out.decode("utf-8", "replace"))
+        return outs
+
+    def ping(self, hosts: list[Any] | None = None, timeout: Any = None) -> float:
+        """Ping between every pair of ``hosts`` (all hosts by default); returns the
+        percentage of packets lost."""
+        packets = lost = 0
+        if not hosts:
+            hosts = self.hosts
+            output("*** Ping: testing ping reachability\n")
+        for node in hosts:
+            output(f"{node.name} -> ")
+            dests = [d for d in hosts if d is not node]
+            for dest, result in zip(dests, self._ping_outputs(node, dests, timeout), strict=True):
+                sent, received = (0, 0) if result is None else self._parsePing(result)
+                packets += sent
+                if received > sent:
+                    raise NodeError(f"ping {node.name} -> {dest.name}: received more packets "
+                                    f"than sent: {result}")
+                lost += sent - received
+                output(f"{dest.name} " if received else "X ")
+            output("\n")
+        if packets > 0:
+            ploss = 100.0 * lost / packets
+            output(f"*** Results: {int(ploss)}% dropped ({packets - lost}/{packets} received)\n")
+            return ploss
+        output("*** Warning: No packets sent\n")
+        return 0.0
+
+    def pingFull(self, hosts: list[Any] | None = None, timeout: Any = None) -> list[Any]:
+        """Ping every pair; returns [(src, dst, (sent, received, min, avg, max, mdev))]."""
+        results = []
+        if not hosts:
+            hosts = self.hosts
+            output("*** Ping: testing ping reachability\n")
+        for node in hosts:
+            output(f"{node.name} -> ")
+            dests = [d for d in hosts if d is not node]
+            for dest, result in zip(dests, self._ping_outputs(node, dests, timeout), strict=True):
+                parsed = self._parsePingFull(result or "")
+                results.append((node, dest, parsed))
+                output(f"{dest.name} " if parsed[1] else "X ")
+            output("\n")
+        output("*** Results: \n")
+        for src, dest, (sent, received, rmin, ravg, rmax, rdev) in results:
+            output(f" {src}->{dest}: {sent}/{received}, ")
+            output(f"rtt min/avg/max/mdev {rmin:0.3f}/{ravg:0.3f}/{rmax:0.3f}/{rdev:0.3f} ms\n")
+        return results
+
+    def pingAll(self, timeout: Any = None) -> float:
+        return self.ping(timeout=timeout)
+
+    def pingPair(self) -> float:
+        return self.ping(hosts=[self.hosts[0], self.hosts[1]])
+
+    def pingAllFull(self) -> list[Any]:
+        return self.pingFull()
+
+    def pingPairFull(self) -> list[Any]:
+        return self.pingFull(hosts=[self.hosts[0], self.hosts[1]])
+
+    # -- iperf ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parseIperf(iperfOutput: str) -> str:
+        found = re.findall(r"([\d\.]+ \w+/sec)", iperfOutput)
+        if found:
+            return str(found[-1])
+        error("could not parse iperf output: " + iperfOutput)
+        return ""
+
+    def iperf(self, hosts: list[Any] | None = None, l4Type: str = "TCP", udpBw: str = "10M",
+              fmt: str | None = None, seconds: int = 5, port: int = 5001) -> list[str]:
+        """Measure bandwidth from the first host (client) to the second (server); returns
+        [server rate, client rate] (for UDP [udpBw, server rate, client rate])."""
+        hosts = hosts or [self.hosts[0], self.hosts[-1]]
+        if len(hosts) != 2:
+            raise ValidationError("iperf.hosts", "needs exactly two hosts", hosts)
+        client, server = hosts
+        if l4Type not in ("TCP", "UDP"):
+            raise ValidationError("iperf.l4Type", "unknown protocol", l4Type, ["TCP", "UDP"])
+        output("*** Iperf: testing", l4Type, "bandwidth between", client, "and", server, "\n")
+        srv = server.popen(["iperf3", "-s", "-1", "-J", "-p", str(port)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 10
+            while not _listening(srv.pid, port):
+                if srv.poll() is not None or time.monotonic() > deadline:
+                    out = srv.communicate()[0].decode("utf-8", "replace")
+                    raise NodeError(f"iperf3 server in {server}: not listening on port {port}: "
+                                    f"{out[:300]}")
+                time.sleep(0.01)
+            argv = ["iperf3", "-c", str(server.IP()), "-p", str(port), "-t", str(seconds), "-J"]
+            if l4Type == "UDP":
+                argv += ["-u", "-b", str(udpBw)]
+            cliout, clierr, _ = client.pexec(argv, timeout=seconds + 30)
+            debug(f"Client output: {cliout}{clierr}\n")
+            servout = srv.communicate(timeout=15)[0].decode("utf-8", "replace")
+            debug(f"Server output: {servout}\n")
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.wait()
+        cdata = _iperf_json(cliout, f"client in {client}")
+        sdata = _iperf_json(servout, f"server in {server}") if servout.strip() else {}
+        if l4Type == "TCP":
+            srate = _rate(sdata, "sum_received") or _rate(cdata, "sum_received")
+            crate = _rate(cdata, "sum_sent")
+        else:
+            srate = _rate(sdata, "sum_received", "sum") or _rate(cdata, "sum_received")
+            crate = _rate(cdata, "sum_sent", "sum")
+        result = [format_rate(srate or 0.0, fmt), format_rate(crate or 0.0, fmt)]
+        if l4Type == "UDP":
+            result.insert(0, udpBw)
+        output(f"*** Results: {result}\n")
+        return result
+
+    def iperfSingle(self, hosts: list[Any] | None = None, udpBw: str = "10M",
+                    period: int = 60, port: int = 5001) -> list[str]:
+        """A UDP iperf between two hosts (older Mininet's name)."""
+        return self.iperf(hosts, l4Type="UDP", udpBw=udpBw, seconds=period, port=port)
+
+    # -- CPU --------------------------------------------------------------------------------------
+
+    def runCpuLimitTest(self, cpu: float, duration: int = 5) -> list[float]:
+        """Run busy loops in every host for ``duration`` seconds and return each host's
+        share of the machine's CPU time, per second, in percent."""
+        info(f"*** Testing CPU {cpu * 100:.0f}% bandwidth limit\n")
+        cores = os.cpu_count() or 1
+        nprocs = math.ceil(cores * cpu)
+        hosts = self.hosts
+        loops: dict[Any, list[subprocess.Popen[Any]]] = {
+            h: [h.popen(["sh", "-c", "while :; do :; done"], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL) for _ in range(nprocs)] for h in hosts}
+        usage = {h: _cpu_usage_us(h) for h in hosts}
+        outputs: dict[Any, list[float]] = {h: [] for h in hosts}
+        try:
+            for _ in range(duration):
+                time.sleep(1)
+                for h in hosts:
+                    now = _cpu_usage_us(h)
+                    outputs[h].append((now - usage[h]) / 1e6 / cores * 100)
+                    usage[h] = now
+        finally:
+            for procs in loops.values():
+                for p in procs:
+                    p.kill()
+                    p.wait()
+        fractions = [pct for h in hosts for pct in outputs[h]]
+        output(f"*** Results: {fractions}\n")
+        return fractions
+
+
+def _cpu_usage_us(host: Any) -> float:
+    """Microseconds of CPU the host's processes used (its cgroup's ``cpu.stat``)."""
+    for d in host.cgroup_dirs():
+        path = os.path.join(d, "cpu.stat")
+        if os.path.exists(path):
+            with open(path, encoding="ascii") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return float(value)
+        path = os.path.join(d, "cpuacct.usage")
+        if os.path.exists(path):
+            with open(path, encoding="ascii") as f:
+                return float(f.read()) / 1000
+    raise NodeError(f"{host}: no cgroup reports its CPU usage")

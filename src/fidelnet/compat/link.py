@@ -1,0 +1,172 @@
+"""Mininet's ``mininet.link``: links between nodes, on fidelnet's veth pairs.
+
+``Link(node1, node2, port1=None, port2=None, intfName1=None, intfName2=None,
+addr1=None, addr2=None, intf=Intf, cls1=None, cls2=None, params1=None,
+params2=None, fast=True, **params)`` picks ports and names as Mininet does, checks
+the link (names, ports, addresses, shaping) before anything is made, creates the
+veth pair through the network, then builds the two ``Intf`` objects, whose
+``config(**params)`` applies addresses and (for ``TCIntf``) shaping.
+
+Parameters that the interface classes do not take (``bw=`` on a plain ``Link``)
+draw one warning per link; Mininet ignores them without a word.
+
+Names: :class:`Link`, :class:`TCLink`, :class:`TCULink`, :class:`OVSLink`
+(a plain link here), :class:`Intf`, :class:`TCIntf`, ``OVSIntf`` (= Intf).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fidelnet.compat import _context
+from fidelnet.compat._intf import Intf, TCIntf, tc_params
+from fidelnet.errors import ValidationError
+from fidelnet.links import Link as _CoreLink
+from fidelnet.topology.spec import LinkParams, LinkSpec
+
+__all__ = ["Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
+
+OVSIntf = Intf
+
+# Keys of a Topo link's info dict that are not interface parameters.
+LINK_KEYS = frozenset({"node1", "node2", "port1", "port2", "intfName1", "intfName2", "addr1",
+                       "addr2", "intf", "cls1", "cls2", "params1", "params2", "fast", "cls",
+                       "key"})
+
+
+def resolve(cls: Any) -> Any:
+    """The class a (possibly ``custom()``-wrapped) constructor builds."""
+    return getattr(cls, "fn_cls", cls)
+
+
+def preset(cls: Any) -> dict[str, Any]:
+    """Parameters a ``custom()`` constructor adds."""
+    return dict(getattr(cls, "fn_params", {}))
+
+
+def is_tc(cls: Any) -> bool:
+    target = resolve(cls)
+    return isinstance(target, type) and issubclass(target, TCIntf)
+
+
+def end_params(cls: Any, params: dict[str, Any], where: str) -> LinkParams | None:
+    """Shaping one interface class will apply, or None when it shapes nothing."""
+    merged = {**params, **preset(cls)}
+    if not is_tc(cls):
+        return None
+    lp = tc_params(merged, where)
+    return None if lp.is_empty() else lp
+
+
+def drop_auto_ip(node: Any, port: int, ip: Any) -> None:
+    """An address given for a node's first interface replaces the address Mininet
+    picked for the node automatically (Mininet would overwrite the given one)."""
+    if ip is None or not getattr(node, "fn_auto_ip", False):
+        return
+    if any(p < port for p in node.intfs):
+        return
+    node.fn_auto_ip = False
+    node.params.pop("ip", None)
+    node.spec.ip = None
+
+
+class Link(_CoreLink):
+    """A veth pair between two nodes."""
+
+    def __init__(self, node1: Any, node2: Any, port1: int | None = None,
+                 port2: int | None = None, intfName1: str | None = None,
+                 intfName2: str | None = None, addr1: str | None = None,
+                 addr2: str | None = None, intf: Any = Intf, cls1: Any = None, cls2: Any = None,
+                 params1: dict[str, Any] | None = None, params2: dict[str, Any] | None = None,
+                 fast: bool = True, **params: Any) -> None:
+        net = node1.net
+        if node2.net is not net:
+            raise ValidationError("link", "the two nodes belong to different networks",
+                                  f"{node1}-{node2}")
+        self.fast = fast
+        p1, p2 = dict(params1 or {}), dict(params2 or {})
+        if port1 is not None:
+            p1["port"] = port1
+        if port2 is not None:
+            p2["port"] = port2
+        p1.setdefault("port", node1.newPort())
+        p2.setdefault("port", node2.newPort())
+        intfName1 = intfName1 or self.intfName(node1, p1["port"])
+        intfName2 = intfName2 or self.intfName(node2, p2["port"])
+        p1.update(params)
+        p2.update(params)
+        cls1, cls2 = cls1 or intf, cls2 or intf
+        where = f"Link({node1.name}, {node2.name})"
+        accepted = _context.accepted_params(resolve(cls1)) | _context.accepted_params(
+            resolve(cls2))
+        _context.warn_unknown(where, set(params) - accepted,
+                              "they need a TCLink or TCIntf" if set(params) & _TC_NAMES
+                              else "")
+        drop_auto_ip(node1, p1["port"], p1.get("ip"))
+        drop_auto_ip(node2, p2["port"], p2.get("ip"))
+        spec = LinkSpec(
+            node1.name, node2.name, a_intf=intfName1, b_intf=intfName2,
+            a_port=p1["port"], b_port=p2["port"], a_mac=addr1, b_mac=addr2,
+            a_ip=_ip_or_none(p1.get("ip")), b_ip=_ip_or_none(p2.get("ip")),
+            params_ab=end_params(cls1, p1, f"{where}.params1"),
+            params_ba=end_params(cls2, p2, f"{where}.params2"),
+        )
+        _context.add_link_spec(net, spec)
+        try:
+            net.realize_link(spec)
+        except BaseException:
+            net.spec.links.remove(spec)
+            raise
+        port_1, port_2 = p1.pop("port"), p2.pop("port")
+        i1 = cls1(name=intfName1, node=node1, port=port_1, link=self, mac=addr1, **p1)
+        i2 = cls2(name=intfName2, node=node2, port=port_2, link=self, mac=addr2, **p2)
+        super().__init__(spec, i1, i2)
+        net.links.append(self)
+
+    def intfName(self, node: Any, n: int) -> str:
+        """Mininet's interface name: ``h1-eth0``."""
+        return f"{node.name}-eth{n}"
+
+    def delete(self) -> None:
+        self.intf1.delete()
+        self.intf2.delete()
+
+    def stop(self) -> None:
+        """Delete the link (when the network is stopping, its namespaces take it away)."""
+        self.delete()
+
+    def status(self) -> str:
+        return f"({self.intf1.status()} {self.intf2.status()})"
+
+    def __str__(self) -> str:
+        return f"{self.intf1}<->{self.intf2}"
+
+
+_TC_NAMES = frozenset({"bw", "delay", "jitter", "loss", "max_queue_size"})
+
+
+def _ip_or_none(ip: Any) -> str | None:
+    """A link end's address for the checks (an address without ``/len`` is refused
+    there, as ``Intf.setIP`` refuses it in Mininet)."""
+    return None if ip is None else ip  # type: ignore[no-any-return]
+
+
+class TCLink(Link):
+    """A link whose interfaces are TCIntf (``bw``, ``delay``, ``loss``…)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("cls1", TCIntf)
+        kwargs.setdefault("cls2", TCIntf)
+        super().__init__(*args, **kwargs)
+
+
+class TCULink(TCLink):
+    """TCLink with checksum offload off (for the user-space switch)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.update(txo=False, rxo=False)
+        super().__init__(*args, **kwargs)
+
+
+class OVSLink(Link):
+    """Mininet's OVS patch link; fidelnet's switches are bridges, so a plain link."""
