@@ -16,6 +16,6 @@ __all__ = ["run_cli"]
 
 def run_cli(net: Any) -> None:
     """Run the CLI on ``net`` (a ``fidelnet.compat.net.Mininet``) until the user exits."""
-    from fidelnet.compat.cli import CLI  # noqa: PLC0415
+    from fidelnet.compat.cli import CLI
 
     CLI(net, stdin=sys.stdin)

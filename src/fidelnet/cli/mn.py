@@ -30,11 +30,11 @@ from typing import Any
 
 from fidelnet.compat import _context, shim_path
 from fidelnet.compat import log as mlog
-from fidelnet.compat.link import TCIntf, TCLink, TCULink, end_params, preset
 from fidelnet.compat.link import Link as _Link
+from fidelnet.compat.link import TCIntf, TCLink, TCULink, end_params, preset
 from fidelnet.compat.node import (
-    CPULimitedHost,
     Controller,
+    CPULimitedHost,
     DefaultController,
     Host,
     LinuxBridge,
@@ -55,8 +55,12 @@ from fidelnet.topology.spec import LinkParams
 __all__ = ["TESTS", "MnSetup", "parse", "run_mn"]
 
 SWITCHES: dict[str, Any] = {
-    "default": OVSSwitch, "lxbr": LinuxBridge, "ovs": OVSSwitch, "ovsbr": OVSBridge,
-    "ovsk": OVSSwitch, "user": UserSwitch,
+    "default": OVSSwitch,
+    "lxbr": LinuxBridge,
+    "ovs": OVSSwitch,
+    "ovsbr": OVSBridge,
+    "ovsk": OVSSwitch,
+    "user": UserSwitch,
 }
 HOSTS: dict[str, Any] = {
     "proc": Host,
@@ -64,12 +68,24 @@ HOSTS: dict[str, Any] = {
     "rt": specialClass(CPULimitedHost, defaults={"sched": "rt"}),
 }
 CONTROLLERS: dict[str, Any] = {
-    "default": DefaultController, "ref": Controller, "ovsc": OVSController,
-    "remote": RemoteController, "none": NullController,
+    "default": DefaultController,
+    "ref": Controller,
+    "ovsc": OVSController,
+    "remote": RemoteController,
+    "none": NullController,
 }
 LINKS: dict[str, Any] = {"default": _Link, "tc": TCLink, "tcu": TCULink, "ovs": _Link}
-TESTS = ("pingall", "pingpair", "pingallfull", "pingpairfull", "iperf", "iperfudp", "all",
-         "none", "build")
+TESTS = (
+    "pingall",
+    "pingpair",
+    "pingallfull",
+    "pingpairfull",
+    "iperf",
+    "iperfudp",
+    "all",
+    "none",
+    "build",
+)
 
 
 @dataclass
@@ -94,26 +110,40 @@ class _ParseError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so errors become ValidationError."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise _ParseError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="fidelnet mn", allow_abbrev=False,
+        prog="fidelnet mn",
+        allow_abbrev=False,
         description="Create a network from the command line, run tests or the CLI "
-                    "(Mininet's mn), or run a Mininet script unchanged.")
+        "(Mininet's mn), or run a Mininet script unchanged.",
+    )
     add = p.add_argument
     add("--switch", default="default", help="|".join(SWITCHES) + "[,param=value...]")
     add("--host", default="proc", help="|".join(HOSTS) + "[,param=value...]")
-    add("--controller", action="append", default=[],
-        help="|".join(CONTROLLERS) + "[,param=value...] (accepted; not run)")
+    add(
+        "--controller",
+        action="append",
+        default=[],
+        help="|".join(CONTROLLERS) + "[,param=value...] (accepted; not run)",
+    )
     add("--link", default="default", help="|".join(LINKS) + "[,param=value...]")
-    add("--topo", default="minimal",
-        help="|".join(entry[3] for entry in _SPEC_TOPOS.values()) + "[,param=value...]")
+    add(
+        "--topo",
+        default="minimal",
+        help="|".join(entry[3] for entry in _SPEC_TOPOS.values()) + "[,param=value...]",
+    )
     add("-c", "--clean", action="store_true", help="remove what stale fidelnet runs own, exit")
-    add("--custom", action="append", default=[], metavar="FILE",
-        help="read custom classes or topos from .py file(s)")
+    add(
+        "--custom",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="read custom classes or topos from .py file(s)",
+    )
     add("--test", action="append", default=[], help="|".join(TESTS) + " (several: a,b)")
     add("-x", "--xterms", action="store_true", help="(not supported; warns)")
     add("-i", "--ipbase", default="10.0.0.0/8", help="base IP address for hosts")
@@ -155,8 +185,13 @@ def _tests(values: list[str]) -> list[str]:
 
 def _load_custom(paths: list[str]) -> dict[str, dict[str, Any]]:
     """Run ``--custom`` files (with the shim importable); their dicts by name."""
-    found: dict[str, dict[str, Any]] = {"topos": {}, "switches": {}, "hosts": {},
-                                        "controllers": {}, "links": {}}
+    found: dict[str, dict[str, Any]] = {
+        "topos": {},
+        "switches": {},
+        "hosts": {},
+        "controllers": {},
+        "links": {},
+    }
     shim = shim_path()
     if shim not in sys.path:
         sys.path.insert(0, shim)
@@ -185,8 +220,9 @@ def _topo(text: str, custom: dict[str, Any]) -> Any:
         if name in _SPEC_TOPOS:
             raise
         usages = [entry[3] for entry in _SPEC_TOPOS.values()]
-        raise ValidationError("--topo", f"unknown topology {name!r}", text,
-                              usages + sorted(custom)) from exc
+        raise ValidationError(
+            "--topo", f"unknown topology {name!r}", text, usages + sorted(custom)
+        ) from exc
 
 
 def parse(argv: list[str]) -> MnSetup:
@@ -277,27 +313,38 @@ def _run_tests(net: Any, tests: list[str]) -> bool:
 
 
 def _run_network(setup: MnSetup) -> int:
-    from fidelnet.compat.cli import CLI  # noqa: PLC0415
-    from fidelnet.compat.net import Mininet  # noqa: PLC0415
+    from fidelnet.compat.cli import CLI
+    from fidelnet.compat.net import Mininet
 
     opts = setup.options
     start = time.time()
     if opts.innamespace:
-        _context.warn_once("innamespace", "--innamespace ignored: fidelnet's switches "
-                                          "always live in the run's fabric namespace")
+        _context.warn_once(
+            "innamespace",
+            "--innamespace ignored: fidelnet's switches always live in the run's fabric namespace",
+        )
     if opts.xterms:
         _context.warn_once("xterms", "-x ignored: xterms are not supported")
     wait: Any = opts.twait if opts.twait is not None else opts.wait
     if setup.tests and setup.tests != ["none"] and isinstance(wait, bool):
         wait = True
     if "none" in opts.controller:
-        mlog.info("*** No OpenFlow controller (fidelnet runs none): switches are "
-                  "learning bridges\n")
-    net = Mininet(topo=setup.topo, switch=setup.switch, host=setup.host,
-                  controller=setup.controllers, link=setup.link, ipBase=opts.ipbase,
-                  autoSetMacs=opts.mac, autoStaticArp=opts.arp, autoPinCpus=opts.pin,
-                  waitConnected=wait,
-                  listenPort=None if opts.nolistenport else opts.listenport)
+        mlog.info(
+            "*** No OpenFlow controller (fidelnet runs none): switches are learning bridges\n"
+        )
+    net = Mininet(
+        topo=setup.topo,
+        switch=setup.switch,
+        host=setup.host,
+        controller=setup.controllers,
+        link=setup.link,
+        ipBase=opts.ipbase,
+        autoSetMacs=opts.mac,
+        autoStaticArp=opts.arp,
+        autoPinCpus=opts.pin,
+        waitConnected=wait,
+        listenPort=None if opts.nolistenport else opts.listenport,
+    )
     ok = True
     try:
         if opts.pre:
@@ -306,7 +353,7 @@ def _run_network(setup: MnSetup) -> int:
         if setup.tests:
             ok = _run_tests(net, setup.tests)
         else:
-            from fidelnet.cli.interactive import run_cli  # noqa: PLC0415
+            from fidelnet.cli.interactive import run_cli
 
             run_cli(net)
         if opts.post:
@@ -329,12 +376,12 @@ def run_mn(argv: list[str]) -> int:
         opts = setup.options
         mlog.setLogLevel(opts.verbosity)
         if opts.version:
-            from fidelnet.compat.net import VERSION  # noqa: PLC0415
+            from fidelnet.compat.net import VERSION
 
             mlog.output(f"{VERSION} (fidelnet)\n")
             return 0
         if opts.clean:
-            from fidelnet.compat.clean import cleanup  # noqa: PLC0415
+            from fidelnet.compat.clean import cleanup
 
             cleanup()
             return 0
@@ -354,7 +401,7 @@ def run_mn(argv: list[str]) -> int:
         return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
-    except Exception:  # noqa: BLE001 (a script's own error: show it, clean up, fail)
+    except Exception:
         traceback.print_exc()
         return 1
     finally:

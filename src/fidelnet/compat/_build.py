@@ -29,14 +29,20 @@ def _host_spec(mn: Any, name: str, number: int) -> tuple[NodeSpec, bool]:
     cls = params.pop("cls", None) or mn.host
     params = {**params, **preset(cls)}
     auto = "ip" not in params
-    ip = params.get("ip", f"{ipAdd(number, ipBaseNum=mn.ipBaseNum, prefixLen=mn.prefixLen)}"
-                          f"/{mn.prefixLen}")
+    ip = params.get(
+        "ip", f"{ipAdd(number, ipBaseNum=mn.ipBaseNum, prefixLen=mn.prefixLen)}/{mn.prefixLen}"
+    )
     mac = params.get("mac", macColonHex(number) if mn.autoSetMacs else None)
     target = resolve(cls)
     cpu = params.get("cpu") if getattr(target, "fn_cpu_limited", False) else None
-    spec = NodeSpec(name, kind="host", ip=_cidr(ip), mac=mac,
-                    in_namespace=bool(params.get("inNamespace", True)),
-                    cpu=float(cpu) if isinstance(cpu, (int, float)) and cpu > 0 else None)
+    spec = NodeSpec(
+        name,
+        kind="host",
+        ip=_cidr(ip),
+        mac=mac,
+        in_namespace=bool(params.get("inNamespace", True)),
+        cpu=float(cpu) if isinstance(cpu, (int, float)) and cpu > 0 else None,
+    )
     return spec, auto
 
 
@@ -56,17 +62,23 @@ def _link_spec(mn: Any, info: dict[str, Any], auto: set[str], spec: TopologySpec
     intf = info.get("intf") or mn.intf
     target = resolve(cls)
     tc = isinstance(target, type) and issubclass(target, TCLink)
-    from fidelnet.compat._intf import TCIntf  # noqa: PLC0415
+    from fidelnet.compat._intf import TCIntf
 
     cls1 = info.get("cls1") or (TCIntf if tc else intf)
     cls2 = info.get("cls2") or (TCIntf if tc else intf)
     link_params = {**params, **preset(cls)}
     where = f"link {n1}-{n2}"
     link = LinkSpec(
-        n1, n2, a_port=info.get("port1"), b_port=info.get("port2"),
-        a_intf=info.get("intfName1"), b_intf=info.get("intfName2"),
-        a_mac=info.get("addr1"), b_mac=info.get("addr2"),
-        a_ip=p1.get("ip"), b_ip=p2.get("ip"),
+        n1,
+        n2,
+        a_port=info.get("port1"),
+        b_port=info.get("port2"),
+        a_intf=info.get("intfName1"),
+        b_intf=info.get("intfName2"),
+        a_mac=info.get("addr1"),
+        b_mac=info.get("addr2"),
+        a_ip=p1.get("ip"),
+        b_ip=p2.get("ip"),
         params_ab=end_params(cls1, {**p1, **link_params}, f"{where}.params1"),
         params_ba=end_params(cls2, {**p2, **link_params}, f"{where}.params2"),
     )
@@ -74,8 +86,7 @@ def _link_spec(mn: Any, info: dict[str, Any], auto: set[str], spec: TopologySpec
     for end, port, ip in ((n1, link.a_port, link.a_ip), (n2, link.b_port, link.b_ip)):
         if ip is None or end not in auto or port is None:
             continue
-        used = [lk.a_port if lk.a == end else lk.b_port for lk in spec.links
-                if end in (lk.a, lk.b)]
+        used = [lk.a_port if lk.a == end else lk.b_port for lk in spec.links if end in (lk.a, lk.b)]
         if all(p is None or port < p for p in used):
             spec.nodes[end].ip = None
             auto.discard(end)

@@ -35,6 +35,7 @@ __all__ = [
     "add_node_spec",
     "building",
     "current_network",
+    "forget_intf",
     "is_stopping",
     "stop_all",
     "stopping",
@@ -111,16 +112,32 @@ def add_node_spec(net: Network, spec: NodeSpec) -> None:
     net.spec.add_node(spec)
 
 
-def _used_names(net: Network, node: str) -> set[str]:
+def _space(net: Network, node: str) -> str:
+    """Which namespace a node's interfaces live in: its own, the switches' shared
+    fabric, or the host's (nodes outside a namespace)."""
     spec = net.spec.nodes[node]
-    if spec.in_namespace and spec.kind != "switch":
-        nodes = [net.nodes[node]] if node in net.nodes else []
-    else:  # the root namespace and the switches' fabric are shared
-        shared = [n for n in net.spec.nodes.values()
-                  if (n.kind == "switch") == (spec.kind == "switch")
-                  and (n.kind == "switch" or not n.in_namespace)]
-        nodes = [net.nodes[n.name] for n in shared if n.name in net.nodes]
-    return {i.name for n in nodes for i in n.intfs.values()}
+    if spec.kind == "switch":
+        return "<fabric>"
+    return node if spec.in_namespace else "<root>"
+
+
+def _names(net: Network, space: str) -> set[str]:
+    """Interface names in use in a namespace (kept up to date as links come and go)."""
+    table: dict[str, set[str]] = net.__dict__.setdefault("_fn_intf_names", {})
+    if space not in table:
+        table[space] = {
+            i.name
+            for n in net.nodes.values()
+            if _space(net, n.name) == space
+            for i in n.intfs.values()
+        }
+    return table[space]
+
+
+def forget_intf(net: Network, node: str, name: str) -> None:
+    """An interface was deleted: its name may be used again."""
+    if node in net.spec.nodes:
+        _names(net, _space(net, node)).discard(name)
 
 
 def add_link_spec(net: Network, link: LinkSpec) -> None:
@@ -139,15 +156,24 @@ def add_link_spec(net: Network, link: LinkSpec) -> None:
         spec = net.spec.nodes[end]
         nodes[end] = spec if default else replace(spec, ip=None, mac=None)
         if port is not None and port in ports:
-            raise ValidationError(f"link {link.a}-{link.b}", f"port {port} of {end} is in use",
-                                  port)
+            raise ValidationError(
+                f"link {link.a}-{link.b}", f"port {port} of {end} is in use", port
+            )
     validate(TopologySpec(nodes=nodes, links=[link], ip_base=net.spec.ip_base))
-    for end, name in ((link.a, link.a_intf), (link.b, link.b_intf)):
-        if name is not None and name in _used_names(net, end):
-            raise ValidationError(f"link {link.a}-{link.b}",
-                                  f"interface name {name!r} is already used", name)
-    net._check_link_params([link])  # noqa: SLF001 (delay/loss need sch_netem)
+    spaces = [
+        (_names(net, _space(net, end)), name)
+        for end, name in ((link.a, link.a_intf), (link.b, link.b_intf))
+    ]
+    for used, name in spaces:
+        if name is not None and name in used:
+            raise ValidationError(
+                f"link {link.a}-{link.b}", f"interface name {name!r} is already used", name
+            )
+    net._check_link_params([link])  # delay/loss need sch_netem
     net.spec.add_link(link)
+    for used, name in spaces:
+        if name is not None:
+            used.add(name)
 
 
 # -- warnings ---------------------------------------------------------------------------
@@ -167,8 +193,13 @@ def warn_unknown(where: str, names: Iterable[str], why: str = "") -> None:
     if not unknown:
         return
     what = "parameter" if len(unknown) == 1 else "parameters"
-    log.warning("%s: unknown %s %s ignored%s", where, what, ", ".join(unknown),
-                f" ({why})" if why else " (Mininet ignores them silently)")
+    log.warning(
+        "%s: unknown %s %s ignored%s",
+        where,
+        what,
+        ", ".join(unknown),
+        f" ({why})" if why else " (Mininet ignores them silently)",
+    )
 
 
 def _named(fn: Any) -> set[str]:
@@ -176,14 +207,23 @@ def _named(fn: Any) -> set[str]:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return set()
-    return {p.name for p in sig.parameters.values()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {
+        p.name
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
 
 
-def accepted_params(cls: Any, methods: tuple[str, ...] = ("__init__", "config")) -> set[str]:
+_accepted: dict[tuple[Any, tuple[str, ...]], frozenset[str]] = {}
+
+
+def accepted_params(cls: Any, methods: tuple[str, ...] = ("__init__", "config")) -> frozenset[str]:
     """Names a class's ``__init__``/``config`` methods take, over its whole MRO
     (user subclasses included), so parameters they consume are not called unknown."""
     cls = getattr(cls, "fn_cls", cls)  # a custom() constructor
+    key = (cls, methods)
+    if key in _accepted:
+        return _accepted[key]
     names: set[str] = set()
     for klass in getattr(cls, "__mro__", (cls,)):
         for method in methods:
@@ -191,4 +231,5 @@ def accepted_params(cls: Any, methods: tuple[str, ...] = ("__init__", "config"))
             if fn is not None:
                 names |= _named(fn)
     names.discard("self")
-    return names
+    _accepted[key] = frozenset(names)
+    return _accepted[key]

@@ -32,16 +32,26 @@ class Controller(Node):
 
     fn_silent = False
 
-    def __init__(self, name: str, inNamespace: bool = False, command: str = "controller",
-                 cargs: str = "ptcp:%d", cdir: str | None = None, ip: str = "127.0.0.1",
-                 port: int = 6653, protocol: str = "tcp", verbose: bool = False,
-                 **params: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        inNamespace: bool = False,
+        command: str = "controller",
+        cargs: str = "ptcp:%d",
+        cdir: str | None = None,
+        ip: str = "127.0.0.1",
+        port: int = 6653,
+        protocol: str = "tcp",
+        verbose: bool = False,
+        **params: Any,
+    ) -> None:
         if not self.fn_silent:
             _context.warn_once(
                 "controller",
                 f"OpenFlow control is out of scope for now: controller {name} "
                 f"({type(self).__name__}) is accepted but not run; switches are learning "
-                "bridges")
+                "bridges",
+            )
         self.command = command
         self.cargs = cargs
         self.cdir = cdir
@@ -91,8 +101,9 @@ class OVSController(Controller):
 class RemoteController(Controller):
     """A controller elsewhere (not contacted)."""
 
-    def __init__(self, name: str, ip: str = "127.0.0.1", port: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, name: str, ip: str = "127.0.0.1", port: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(name, ip=ip, port=port or 6653, **kwargs)
 
 

@@ -42,8 +42,17 @@ _MAC_RE = re.compile(r"..:..:..:..:..:..")
 class Intf(Interface):
     """One end of a link, as Mininet sees it."""
 
-    def __init__(self, name: str, node: Any = None, port: int | None = None, link: Any = None,
-                 mac: str | None = None, **params: Any) -> None:
+    node: Any  # a fidelnet.compat node (Mininet's API on top of fidelnet's)
+
+    def __init__(
+        self,
+        name: str,
+        node: Any = None,
+        port: int | None = None,
+        link: Any = None,
+        mac: str | None = None,
+        **params: Any,
+    ) -> None:
         params.pop("moveIntfFn", None)
         existing = None
         index = -1
@@ -56,23 +65,38 @@ class Intf(Interface):
                 if found is None:
                     raise NodeError(
                         f"{node.name}: no interface {name!r} in its namespace (fidelnet makes "
-                        "interfaces with links; it does not move host interfaces into nodes)")
+                        "interfaces with links; it does not move host interfaces into nodes)"
+                    )
                 index = found
             if port is None:
                 port = existing.port if existing is not None else node.newPort()
         super().__init__(node, name, port if port is not None else -1, index)
         if existing is not None:
             self._ip, self._prefixlen, self._mac = (
-                existing._ip, existing._prefixlen, existing._mac)  # noqa: SLF001
+                existing._ip,
+                existing._prefixlen,
+                existing._mac,
+            )
         self.link = link
         if mac is not None:
             self._mac = mac.lower()
+        # What the interface got when the network made it (up, its address and MAC), so
+        # the first config() asking for the same is not sent to the kernel again.
+        self._fn_fresh: dict[str, Any] = {}
+        if existing is not None:
+            self._fn_fresh = {"up": True, "ip": _cidr_of(self), "mac": self._mac}
         if node is not None:
             if existing is not None and existing is not self:
                 node.ports.pop(existing, None)
             node.addIntf(self, port=port)
         self.params = params
         self.config(**params)
+        self._fn_fresh.pop("up", None)
+
+    def _fn_unchanged(self, what: str, value: Any) -> bool:
+        """True (once) when ``value`` is what the interface was made with."""
+        fresh = self._fn_fresh.pop(what, None)
+        return fresh is not None and fresh == value
 
     # Mininet reads these as attributes.
     @property
@@ -86,6 +110,7 @@ class Intf(Interface):
     def ifconfig(self, *args: Any) -> str:
         """``ifconfig NAME args…`` in our node (``up``/``down`` go through netlink)."""
         words = [str(a) for a in args]
+        self._fn_fresh.clear()
         if words in (["up"], ["down"]):
             try:
                 self.set_up(words[0] == "up")
@@ -103,17 +128,22 @@ class Intf(Interface):
             if prefixLen is None:
                 raise ValidationError(f"{self.name}.ip", "no prefix length given", ipstr)
             ipstr = f"{ipstr}/{prefixLen}"
-        self.set_ip(str(ipstr))
+        if not self._fn_unchanged("ip", _normal_cidr(str(ipstr))):
+            self.set_ip(str(ipstr))
         return ""
 
     def setMAC(self, macstr: str) -> str:
-        self.set_mac(macstr)
+        if not self._fn_unchanged("mac", str(macstr).lower()):
+            self.set_mac(macstr)
         return ""
 
     def updateIP(self) -> str | None:
         """Our IPv4 address as the kernel has it."""
-        addrs = [a for a in self.node.netlink().addresses(self.index)
-                 if isinstance(ipaddress.ip_interface(a), ipaddress.IPv4Interface)]
+        addrs = [
+            a
+            for a in self.node.netlink().addresses(self.index)
+            if isinstance(ipaddress.ip_interface(a), ipaddress.IPv4Interface)
+        ]
         if addrs:
             iface = ipaddress.ip_interface(addrs[0])
             self._ip, self._prefixlen = str(iface.ip), iface.network.prefixlen
@@ -136,18 +166,21 @@ class Intf(Interface):
 
     def isUp(self, setUp: bool = False) -> bool:
         if setUp:
-            self.set_up(True)
+            if not self._fn_unchanged("up", True):
+                self.set_up(True)
             return True
         return self.is_up()
 
     def rename(self, newname: str) -> str:
         """Rename the interface (taken down and up again around it)."""
+        self._fn_fresh.clear()
         nl = self.node.netlink()
         nl.set_link(self.index, state="down")
         nl.set_link(self.index, ifname=newname)
         nl.set_link(self.index, state="up")
         if self.node is not None and self.name in self.node.nameToIntf:
             self.node.nameToIntf[newname] = self.node.nameToIntf.pop(self.name)
+            _context.forget_intf(self.node.net, self.node.name, self.name)
         self.name = newname
         return ""
 
@@ -165,8 +198,14 @@ class Intf(Interface):
         results[name] = result
         return result
 
-    def config(self, mac: str | None = None, ip: str | None = None, ifconfig: Any = None,
-               up: bool = True, **_params: Any) -> dict[str, Any] | None:
+    def config(
+        self,
+        mac: str | None = None,
+        ip: str | None = None,
+        ifconfig: Any = None,
+        up: bool = True,
+        **_params: Any,
+    ) -> dict[str, Any] | None:
         """Set MAC, address, up state and run ``ifconfig`` arguments, as given."""
         r: dict[str, Any] = {}
         self.setParam(r, "setMAC", mac=mac)
@@ -183,6 +222,7 @@ class Intf(Interface):
                 node.netlink().delete_link(self.index)
         if node is not None:
             node.delIntf(self)
+            _context.forget_intf(node.net, node.name, self.name)
         self.link = None
 
     def status(self) -> str:
@@ -199,6 +239,18 @@ class Intf(Interface):
         return self.name
 
 
+def _cidr_of(intf: Interface) -> str | None:
+    return f"{intf.ip}/{intf.prefixlen}" if intf.ip is not None else None
+
+
+def _normal_cidr(text: str) -> str | None:
+    try:
+        iface = ipaddress.ip_interface(text)
+    except ValueError:
+        return None
+    return f"{iface.ip}/{iface.network.prefixlen}"
+
+
 def tc_params(params: dict[str, Any], where: str) -> LinkParams:
     """Mininet's traffic-control parameters as LinkParams (base units).
 
@@ -206,16 +258,20 @@ def tc_params(params: dict[str, Any], where: str) -> LinkParams:
     unit (``'5ms'``); ``loss`` is a percentage; zero delay, jitter or loss mean none,
     as in Mininet.
     """
-    bw, delay, jitter = params.get("bw"), params.get("delay"), params.get("jitter")
-    loss, queue = params.get("loss"), params.get("max_queue_size")
+    bw: Any = params.get("bw")
+    delay: Any = params.get("delay")
+    jitter: Any = params.get("jitter")
+    loss: Any = params.get("loss")
+    queue: Any = params.get("max_queue_size")
     rate = parse_rate(f"{where}.bw", bw, bare_unit=1e6) if bw is not None else None
     d = parse_duration(f"{where}.delay", delay) if delay not in (None, "", 0) else None
     j = parse_duration(f"{where}.jitter", jitter) if jitter not in (None, "", 0) else None
     lossp = parse_percent(f"{where}.loss", loss) if loss not in (None, "", 0) else None
     if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)):
         raise ValidationError(f"{where}.max_queue_size", "must be an integer (packets)", queue)
-    return LinkParams(bw=rate, delay=d or None, jitter=j or None, loss=lossp or None,
-                      max_queue_size=queue)
+    return LinkParams(
+        bw=rate, delay=d or None, jitter=j or None, loss=lossp or None, max_queue_size=queue
+    )
 
 
 class TCIntf(Intf):
@@ -224,12 +280,24 @@ class TCIntf(Intf):
 
     bwParamMax = 1000
 
-    def config(self, bw: Any = None, delay: Any = None, jitter: Any = None,  # type: ignore[override]
-               loss: Any = None, gro: bool = False, txo: bool = True, rxo: bool = True,
-               speedup: float = 0, use_hfsc: bool = False, use_tbf: bool = False,
-               latency_ms: float | None = None, enable_ecn: bool = False,
-               enable_red: bool = False, max_queue_size: int | None = None,
-               **params: Any) -> dict[str, Any] | None:
+    def config(  # type: ignore[override]
+        self,
+        bw: Any = None,
+        delay: Any = None,
+        jitter: Any = None,
+        loss: Any = None,
+        gro: bool = False,
+        txo: bool = True,
+        rxo: bool = True,
+        speedup: float = 0,
+        use_hfsc: bool = False,
+        use_tbf: bool = False,
+        latency_ms: float | None = None,
+        enable_ecn: bool = False,
+        enable_red: bool = False,
+        max_queue_size: int | None = None,
+        **params: Any,
+    ) -> dict[str, Any] | None:
         """Configure as :meth:`Intf.config`, then shape egress with HTB."""
         del gro, txo, rxo, latency_ms
         params.pop("disable_gro", None)
@@ -237,15 +305,33 @@ class TCIntf(Intf):
         if bw is None and not delay and not loss and max_queue_size is None:
             return None
         where = f"{self.node.name}:{self.name}"
-        odd = [n for n, v in (("speedup", speedup), ("use_hfsc", use_hfsc),
-                              ("use_tbf", use_tbf), ("enable_ecn", enable_ecn),
-                              ("enable_red", enable_red)) if v]
+        odd = [
+            n
+            for n, v in (
+                ("speedup", speedup),
+                ("use_hfsc", use_hfsc),
+                ("use_tbf", use_tbf),
+                ("enable_ecn", enable_ecn),
+                ("enable_red", enable_red),
+            )
+            if v
+        ]
         if odd:
-            _context.warn_once(f"tc-odd:{','.join(odd)}",
-                               f"{where}: {', '.join(odd)} not supported; shaping uses HTB")
-        lp = tc_params({"bw": bw, "delay": delay, "jitter": jitter, "loss": loss,
-                        "max_queue_size": max_queue_size}, where)
-        unsupported_params(lp, f"interface {where}", self.node.net._has_netem())  # noqa: SLF001
+            _context.warn_once(
+                f"tc-odd:{','.join(odd)}",
+                f"{where}: {', '.join(odd)} not supported; shaping uses HTB",
+            )
+        lp = tc_params(
+            {
+                "bw": bw,
+                "delay": delay,
+                "jitter": jitter,
+                "loss": loss,
+                "max_queue_size": max_queue_size,
+            },
+            where,
+        )
+        unsupported_params(lp, f"interface {where}", self.node.net._has_netem())
         nl = self.node.netlink()
         tc.clear_root(nl, self.index)
         assert lp.bw is not None  # a queue size alone was refused above

@@ -2,12 +2,14 @@
 
 Output matches Mininet's (``*** Ping: testing ping reachability``, ``h1 -> h2 h3``,
 ``*** Results: 0% dropped (6/6 received)``, ``*** Results: ['9.52 Mbits/sec',
-'9.87 Mbits/sec']``). Pings from one source run concurrently; the results are
-printed in Mininet's order.
+'9.87 Mbits/sec']``).
 
 ``iperf`` runs ``iperf3 -s -1 -J`` in the server and ``iperf3 -c IP -t N -J`` in the
 client (argv lists, never a shell) and reports, like Mininet, [server rate, client
 rate]: the server's figure is the receiver's goodput (``end.sum_received``).
+
+Pings run in the source node's shell (as Mininet's do), up to 48 at a time, and
+a few sources ping at once; results are printed in Mininet's order.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fidelnet.compat.log import debug, error, info, output
@@ -28,13 +33,21 @@ __all__ = ["NetTests", "format_rate"]
 _PING_RE = re.compile(r"(\d+) packets transmitted, (\d+)( packets)? received")
 _RTT_RE = re.compile(r"rtt min/avg/max/mdev = (\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+) ms")
 _LISTEN = "0A"
+_PING_SOURCES = 2 * (os.cpu_count() or 1)  # sources pinging at once
+_PING_BATCH = 48  # pings one shell command line starts (it stays well under 4 KiB)
 
 
 def format_rate(bps: float, fmt: str | None = None) -> str:
     """A rate as iperf prints it: adaptive bits (``9.57 Mbits/sec``) or a fixed unit
     (``fmt`` k/m/g for bits, K/M/G for bytes)."""
-    units = {"k": (1e3, "Kbits"), "m": (1e6, "Mbits"), "g": (1e9, "Gbits"),
-             "K": (8 * 1024, "KBytes"), "M": (8 * 1024**2, "MBytes"), "G": (8 * 1024**3, "GBytes")}
+    units = {
+        "k": (1e3, "Kbits"),
+        "m": (1e6, "Mbits"),
+        "g": (1e9, "Gbits"),
+        "K": (8 * 1024, "KBytes"),
+        "M": (8 * 1024**2, "MBytes"),
+        "G": (8 * 1024**3, "GBytes"),
+    }
     if fmt and fmt in units:
         div, name = units[fmt]
     else:
@@ -121,26 +134,40 @@ class NetTests:
 
     @staticmethod
     def _ping_outputs(node: Any, dests: list[Any], timeout: Any) -> list[str | None]:
-        """Ping each destination once from ``node``, all at once; their outputs in order
-        (None for a destination without interfaces)."""
-        procs: list[subprocess.Popen[Any] | None] = []
-        for dest in dests:
-            if not dest.intfs:
-                procs.append(None)
-                continue
-            argv = ["ping", "-c1"]
-            if timeout:
-                argv += ["-W", str(timeout)]
-            argv.append(str(dest.IP()))
-            procs.append(node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        outs: list[str | None] = []
-        for proc in procs:
-            if proc is None:
-                outs.append(None)
-                continue
-            out, _ = proc.communicate()
-            outs.append(out.decode("utf-8", "replace"))
+        """Ping each destination once from ``node``'s shell, up to 48 at a time; the
+        outputs in order (None for a destination without interfaces)."""
+        outs: list[str | None] = [None if not d.intfs else "" for d in dests]
+        wait = f"-W {shlex.quote(str(timeout))} " if timeout else ""
+        targets = [(i, str(d.IP())) for i, d in enumerate(dests) if d.intfs]
+        for first in range(0, len(targets), _PING_BATCH):
+            batch = targets[first : first + _PING_BATCH]
+            # Wait for these pings only, not for jobs the user left in the shell.
+            jobs = " ".join(f'_fnping {i} {shlex.quote(ip)} & _fnp="$_fnp $!";' for i, ip in batch)
+            text = node.cmd(
+                "_fnping() { local r; r=$(ping -c1 " + wait + '"$2" 2>&1); '
+                "printf '@@%s %s\\n' \"$1\" \"${r//$'\\n'/ }\"; }; _fnp=; "
+                + jobs
+                + " wait $_fnp; unset _fnp"
+            )
+            for line in text.splitlines():
+                if line.startswith("@@"):
+                    index, _, rest = line[2:].partition(" ")
+                    if index.isdigit() and int(index) < len(outs):
+                        outs[int(index)] = rest
         return outs
+
+    def _ping_rounds(
+        self, hosts: list[Any], timeout: Any
+    ) -> Iterator[tuple[Any, list[Any], list[str | None]]]:
+        """(source, destinations, ping outputs) for every source in order; several
+        sources' shells ping at once."""
+        for node in hosts:
+            node.fn_shell()  # start shells here, one by one, not in the threads
+        rounds = [(node, [d for d in hosts if d is not node]) for node in hosts]
+        with ThreadPoolExecutor(max_workers=_PING_SOURCES) as pool:
+            futures = [pool.submit(self._ping_outputs, n, d, timeout) for n, d in rounds]
+            for (node, dests), future in zip(rounds, futures, strict=True):
+                yield node, dests, future.result()
 
     def ping(self, hosts: list[Any] | None = None, timeout: Any = None) -> float:
         """Ping between every pair of ``hosts`` (all hosts by default); returns the
@@ -149,15 +176,16 @@ class NetTests:
         if not hosts:
             hosts = self.hosts
             output("*** Ping: testing ping reachability\n")
-        for node in hosts:
+        for node, dests, results in self._ping_rounds(hosts, timeout):
             output(f"{node.name} -> ")
-            dests = [d for d in hosts if d is not node]
-            for dest, result in zip(dests, self._ping_outputs(node, dests, timeout), strict=True):
+            for dest, result in zip(dests, results, strict=True):
                 sent, received = (0, 0) if result is None else self._parsePing(result)
                 packets += sent
                 if received > sent:
-                    raise NodeError(f"ping {node.name} -> {dest.name}: received more packets "
-                                    f"than sent: {result}")
+                    raise NodeError(
+                        f"ping {node.name} -> {dest.name}: received more packets "
+                        f"than sent: {result}"
+                    )
                 lost += sent - received
                 output(f"{dest.name} " if received else "X ")
             output("\n")
@@ -174,10 +202,9 @@ class NetTests:
         if not hosts:
             hosts = self.hosts
             output("*** Ping: testing ping reachability\n")
-        for node in hosts:
+        for node, dests, outs in self._ping_rounds(hosts, timeout):
             output(f"{node.name} -> ")
-            dests = [d for d in hosts if d is not node]
-            for dest, result in zip(dests, self._ping_outputs(node, dests, timeout), strict=True):
+            for dest, result in zip(dests, outs, strict=True):
                 parsed = self._parsePingFull(result or "")
                 results.append((node, dest, parsed))
                 output(f"{dest.name} " if parsed[1] else "X ")
@@ -210,8 +237,15 @@ class NetTests:
         error("could not parse iperf output: " + iperfOutput)
         return ""
 
-    def iperf(self, hosts: list[Any] | None = None, l4Type: str = "TCP", udpBw: str = "10M",
-              fmt: str | None = None, seconds: int = 5, port: int = 5001) -> list[str]:
+    def iperf(
+        self,
+        hosts: list[Any] | None = None,
+        l4Type: str = "TCP",
+        udpBw: str = "10M",
+        fmt: str | None = None,
+        seconds: int = 5,
+        port: int = 5001,
+    ) -> list[str]:
         """Measure bandwidth from the first host (client) to the second (server); returns
         [server rate, client rate] (for UDP [udpBw, server rate, client rate])."""
         hosts = hosts or [self.hosts[0], self.hosts[-1]]
@@ -221,15 +255,19 @@ class NetTests:
         if l4Type not in ("TCP", "UDP"):
             raise ValidationError("iperf.l4Type", "unknown protocol", l4Type, ["TCP", "UDP"])
         output("*** Iperf: testing", l4Type, "bandwidth between", client, "and", server, "\n")
-        srv = server.popen(["iperf3", "-s", "-1", "-J", "-p", str(port)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        srv = server.popen(
+            ["iperf3", "-s", "-1", "-J", "-p", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 10
             while not _listening(srv.pid, port):
                 if srv.poll() is not None or time.monotonic() > deadline:
                     out = srv.communicate()[0].decode("utf-8", "replace")
-                    raise NodeError(f"iperf3 server in {server}: not listening on port {port}: "
-                                    f"{out[:300]}")
+                    raise NodeError(
+                        f"iperf3 server in {server}: not listening on port {port}: {out[:300]}"
+                    )
                 time.sleep(0.01)
             argv = ["iperf3", "-c", str(server.IP()), "-p", str(port), "-t", str(seconds), "-J"]
             if l4Type == "UDP":
@@ -256,26 +294,30 @@ class NetTests:
         output(f"*** Results: {result}\n")
         return result
 
-    def iperfSingle(self, hosts: list[Any] | None = None, udpBw: str = "10M",
-                    period: int = 60, port: int = 5001) -> list[str]:
+    def iperfSingle(
+        self, hosts: list[Any] | None = None, udpBw: str = "10M", period: int = 60, port: int = 5001
+    ) -> list[str]:
         """A UDP iperf between two hosts (older Mininet's name)."""
         return self.iperf(hosts, l4Type="UDP", udpBw=udpBw, seconds=period, port=port)
 
     # -- CPU --------------------------------------------------------------------------------------
 
     def runCpuLimitTest(self, cpu: float, duration: int = 5) -> list[float]:
-        """Run busy loops in every host for ``duration`` seconds and return each host's
-        share of the machine's CPU time, per second, in percent."""
+        """Run busy loops in every host's shell for ``duration`` seconds and return each
+        host's share of the machine's CPU time, per second, in percent."""
         info(f"*** Testing CPU {cpu * 100:.0f}% bandwidth limit\n")
         cores = os.cpu_count() or 1
         nprocs = math.ceil(cores * cpu)
         hosts = self.hosts
-        loops: dict[Any, list[subprocess.Popen[Any]]] = {
-            h: [h.popen(["sh", "-c", "while :; do :; done"], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL) for _ in range(nprocs)] for h in hosts}
-        usage = {h: _cpu_usage_us(h) for h in hosts}
-        outputs: dict[Any, list[float]] = {h: [] for h in hosts}
+        pids: dict[Any, list[int]] = {h: [] for h in hosts}
         try:
+            for h in hosts:
+                for _ in range(nprocs):
+                    h.cmd("while true; do a=1; done &")
+                    if h.lastPid is not None:
+                        pids[h].append(h.lastPid)
+            usage = {h: _cpu_usage_us(h) for h in hosts}
+            outputs: dict[Any, list[float]] = {h: [] for h in hosts}
             for _ in range(duration):
                 time.sleep(1)
                 for h in hosts:
@@ -283,10 +325,9 @@ class NetTests:
                     outputs[h].append((now - usage[h]) / 1e6 / cores * 100)
                     usage[h] = now
         finally:
-            for procs in loops.values():
-                for p in procs:
-                    p.kill()
-                    p.wait()
+            for h, found in pids.items():
+                for pid in found:
+                    h.cmd(f"kill -9 {pid}")
         fractions = [pct for h in hosts for pct in outputs[h]]
         output(f"*** Results: {fractions}\n")
         return fractions

@@ -20,7 +20,8 @@ from typing import IO, Any, ClassVar
 from fidelnet.compat import _context
 from fidelnet.compat.log import debug, info, warn
 from fidelnet.compat.util import decode
-from fidelnet.errors import UnsupportedError, ValidationError
+from fidelnet.errors import ValidationError
+from fidelnet.kernel import cgroups
 from fidelnet.nodes import node as _core
 from fidelnet.nodes.shell import Shell
 from fidelnet.topology.spec import NodeSpec
@@ -85,14 +86,21 @@ class Node(_core.Node):
         except BaseException:
             net.spec.nodes.pop(spec.name, None)
             raise
-        _context.warn_unknown(f"{type(self).__name__}({name!r})",
-                              set(params) - _NODE_PARAMS - _context.accepted_params(type(self)))
+        _context.warn_unknown(
+            f"{type(self).__name__}({name!r})",
+            set(params) - _NODE_PARAMS - _context.accepted_params(type(self)),
+        )
         self.mountPrivateDirs()
 
     def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
         """The fidelnet spec of this node, from its Mininet parameters."""
-        return NodeSpec(name, kind="host", ip=_cidr(params.get("ip")), mac=params.get("mac"),
-                        in_namespace=self.inNamespace)
+        return NodeSpec(
+            name,
+            kind="host",
+            ip=_cidr(params.get("ip")),
+            mac=params.get("mac"),
+            in_namespace=self.inNamespace,
+        )
 
     # -- the shell ---------------------------------------------------------------------
 
@@ -102,7 +110,7 @@ class Node(_core.Node):
             Node.outToNode[sh.fd] = Node.inToNode[sh.fd] = self
         return sh
 
-    @property  # type: ignore[override]
+    @property
     def shell(self) -> _ShellHandle:
         return _ShellHandle(self)
 
@@ -207,7 +215,7 @@ class Node(_core.Node):
     def cmdPrint(self, *args: Any) -> str:
         return self.cmd(*args, verbose=True)
 
-    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[Any]:  # type: ignore[override]
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a process in the node: ``popen('ping -c1 h2')`` (split on spaces),
         ``popen(['ping', ...])`` or ``popen('ping', '-c1', ...)``. Output is piped by
         default; ``shell=True`` runs the joined words with ``$SHELL -c``."""
@@ -227,7 +235,7 @@ class Node(_core.Node):
             argv = [os.environ.get("SHELL", "/bin/sh"), "-c", " ".join(argv)]
         return super().popen(argv, **kwargs)
 
-    def pexec(self, *args: Any, **kwargs: Any) -> tuple[str, str, int]:  # type: ignore[override]
+    def pexec(self, *args: Any, **kwargs: Any) -> tuple[str, str, int]:
         """Run a command (as for :meth:`popen`) to completion: (stdout, stderr, exit code)."""
         timeout = kwargs.pop("timeout", None)
         kwargs.update(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -267,15 +275,16 @@ class Node(_core.Node):
             warn(f"*** defaultIntf: warning: {self.name} has no interfaces\n")
         return intf
 
-    def intf(self, intf: Any = None) -> Any:  # type: ignore[override]
+    def intf(self, intf: Any = None) -> Any:
         """An interface by name, the default one for None, or ``intf`` itself."""
         if not intf:
             return self.defaultIntf()
         if isinstance(intf, str):
             found = self.nameToIntf.get(intf)
             if found is None:
-                raise ValidationError(f"{self.name}.intf", "no such interface", intf,
-                                      self.intfNames())
+                raise ValidationError(
+                    f"{self.name}.intf", "no such interface", intf, self.intfNames()
+                )
             return found
         return intf
 
@@ -300,7 +309,8 @@ class Node(_core.Node):
         return found
 
     def deleteIntfs(self, checkName: bool = True) -> None:
-        for intf in list(self.intfs.values()):
+        intfs: list[Any] = list(self.intfs.values())
+        for intf in intfs:
             if self.name in intf.name or not checkName:
                 intf.delete()
 
@@ -358,8 +368,14 @@ class Node(_core.Node):
         results[name] = result
         return result
 
-    def config(self, mac: str | None = None, ip: str | None = None,
-               defaultRoute: Any = None, lo: str = "up", **_params: Any) -> dict[str, Any]:
+    def config(
+        self,
+        mac: str | None = None,
+        ip: str | None = None,
+        defaultRoute: Any = None,
+        lo: str = "up",
+        **_params: Any,
+    ) -> dict[str, Any]:
         """Set the default interface's MAC and address and the default route.
         Subclasses override it and call ``super().config(**params)``."""
         r: dict[str, Any] = {}
@@ -375,7 +391,7 @@ class Node(_core.Node):
         self.config(**self.params)
 
     def linkTo(self, node: Any, link: Any = None) -> Any:
-        from fidelnet.compat.link import Link  # noqa: PLC0415
+        from fidelnet.compat.link import Link
 
         return (link or Link)(self, node)
 
@@ -385,8 +401,9 @@ class Node(_core.Node):
         for directory in self.privateDirs:
             if isinstance(directory, tuple):
                 private = directory[1] % self.__dict__
-                self.cmd(f"mkdir -p {private} {directory[0]} && "
-                         f"mount --bind {private} {directory[0]}")
+                self.cmd(
+                    f"mkdir -p {private} {directory[0]} && mount --bind {private} {directory[0]}"
+                )
             else:
                 self.cmd(f"mkdir -p {directory} && mount -n -t tmpfs tmpfs {directory}")
 
@@ -438,36 +455,45 @@ class Host(Node):
 
 class CPULimitedHost(Host):
     """A host with a CPU share (``cpu=``, a fraction of all cores) and/or pinned cores
-    (``cores=``), held by cgroups. Only the ``cfs`` scheduler is supported."""
+    (``cores=``), held by cgroups. ``sched='rt'`` runs the node's shell (and so its
+    commands) SCHED_RR with a real-time runtime share, where the kernel offers
+    real-time group scheduling (cgroup v1); elsewhere it is a clear error."""
 
     inited = True
     fn_cpu_limited = True
+    rtprio = _core.RT_PRIORITY
 
     def __init__(self, name: str, sched: str = "cfs", **kwargs: Any) -> None:
-        if sched == "rt":
-            raise UnsupportedError(
-                "real-time (sched='rt') CPU limits in fidelnet",
-                f"CPULimitedHost({name!r}, sched='rt')",
-                "use sched='cfs' (the default); it limits the same cpu= fraction")
-        if sched != "cfs":
+        if sched not in ("cfs", "rt"):
             raise ValidationError(f"{name}.sched", "unknown scheduler", sched, ["cfs", "rt"])
         self.sched = sched
         self.period_us = int(kwargs.get("period_us", 100_000))
+        if sched == "rt":  # refuse before anything is made where the kernel cannot
+            net = _context.current_network()
+            net.cgroupfs.node_dirs(net.run_id, name, cgroups.CpuLimit(realtime=True))
         super().__init__(name, **kwargs)
 
     def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
         spec = super().fn_spec(name, params)
         spec.cpu, spec.cores = _cpu_frac(params.get("cpu")), _cores(params.get("cores"))
-        spec.sched = "cfs"
+        spec.sched = "rt" if self.sched == "rt" else "cfs"
         return spec
 
     def setCPUFrac(self, f: float, sched: str | None = None) -> None:
-        """Limit the node to ``f`` of all cores (-1 or None: no limit)."""
-        if (sched or self.sched) != "cfs":
-            raise UnsupportedError("real-time (sched='rt') CPU limits in fidelnet",
-                                   f"{self.name}: setCPUFrac({f}, sched={sched!r})",
-                                   "use sched='cfs'")
+        """Limit the node to ``f`` of all cores (-1 or None: no limit; ``rt`` needs f > 0)."""
+        sched = sched or self.sched
         frac = _cpu_frac(f)
+        if sched == "rt":
+            if frac is None or frac <= 0:
+                raise ValidationError(
+                    f"{self.name}.cpu", "sched='rt' needs a positive CPU fraction", f
+                )
+            self.spec.sched = "rt"
+            self.set_cpu_limit(frac, self.spec.cores)
+            if self._shell is not None:
+                os.sched_setscheduler(self._shell.pid, os.SCHED_RR, os.sched_param(self.rtprio))
+            info(f"(rt {int(self.period_us * frac)}/{self.period_us}us) ")
+            return
         self.set_cpu_limit(frac, self.spec.cores)
         ncpu = os.cpu_count() or 1
         quota = -1 if frac is None else max(1000, int(self.period_us * frac * ncpu))
@@ -478,8 +504,12 @@ class CPULimitedHost(Host):
         del mems
         self.set_cpu_limit(self.spec.cpu, _cores(cores))
 
-    def config(self, cpu: float = -1, cores: Any = None,  # type: ignore[override]
-               **params: Any) -> dict[str, Any]:
+    def config(  # type: ignore[override]
+        self,
+        cpu: float = -1,
+        cores: Any = None,
+        **params: Any,
+    ) -> dict[str, Any]:
         r = super().config(**params)
         self.setParam(r, "setCPUFrac", cpu=cpu)
         self.setParam(r, "setCPUs", cores=cores)

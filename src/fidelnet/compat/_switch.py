@@ -43,8 +43,14 @@ class Switch(Node, _core.Switch):
     fn_stp = False
     _fn_ovs_defined = False
 
-    def __init__(self, name: str, dpid: str | None = None, opts: str = "",
-                 listenPort: int | None = None, **params: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        dpid: str | None = None,
+        opts: str = "",
+        listenPort: int | None = None,
+        **params: Any,
+    ) -> None:
         params.pop("inNamespace", None)  # a switch's place is the fabric namespace
         Node.__init__(self, name, **params)
         self.dpid = self.defaultDpid(dpid)
@@ -92,8 +98,10 @@ class Switch(Node, _core.Switch):
             self.deleteIntfs()
 
     def dpctl(self, *args: Any) -> str:
-        return f"fidelnet: {self.name} is a Linux bridge; there is no OpenFlow datapath " \
-               f"to run 'dpctl {' '.join(str(a) for a in args)}' on\n"
+        return (
+            f"fidelnet: {self.name} is a Linux bridge; there is no OpenFlow datapath "
+            f"to run 'dpctl {' '.join(str(a) for a in args)}' on\n"
+        )
 
     def sendCmd(self, *args: Any, **kwargs: Any) -> None:
         text = " ".join(str(a) for a in args)
@@ -109,11 +117,12 @@ class Switch(Node, _core.Switch):
         cases = " ".join(f"{i.name}) echo {p};;" for p, i in sorted(self.intfs.items()))
         sh = self.fn_shell()
         sh.run(
-            "ovs-vsctl() { if [ \"$1\" = get ] && [ \"$2\" = Interface ] && "
-            f"[ \"$4\" = ofport ]; then case \"$3\" in {cases} "
-            "*) echo \"ovs-vsctl: no row \\\"$3\\\" in table Interface\" >&2; return 1;; esac; "
-            f"else echo \"fidelnet: {self.name} is a Linux bridge, not Open vSwitch; "
-            "'ovs-vsctl $*' is not emulated\" >&2; return 1; fi; }")
+            'ovs-vsctl() { if [ "$1" = get ] && [ "$2" = Interface ] && '
+            f'[ "$4" = ofport ]; then case "$3" in {cases} '
+            '*) echo "ovs-vsctl: no row \\"$3\\" in table Interface" >&2; return 1;; esac; '
+            f'else echo "fidelnet: {self.name} is a Linux bridge, not Open vSwitch; '
+            "'ovs-vsctl $*' is not emulated\" >&2; return 1; fi; }"
+        )
         self._fn_ovs_defined = True
 
 
@@ -122,13 +131,17 @@ class LinuxBridge(Switch):
 
     nextPrio = 100
 
-    def __init__(self, name: str, stp: bool = False, prio: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, name: str, stp: bool = False, prio: int | None = None, **kwargs: Any
+    ) -> None:
         self.fn_stp = bool(stp)
         if prio:
             self.prio = prio
-            _context.warn_once("prio", f"{name}: prio={prio} not applied; fidelnet's bridges "
-                                       "keep the kernel's default STP priority")
+            _context.warn_once(
+                "prio",
+                f"{name}: prio={prio} not applied; fidelnet's bridges "
+                "keep the kernel's default STP priority",
+            )
         else:
             self.prio = LinuxBridge.nextPrio
             LinuxBridge.nextPrio += 1
@@ -136,20 +149,33 @@ class LinuxBridge(Switch):
 
 
 def _warn_bridge(kind: str) -> None:
-    why = ("Open vSwitch is not available here" if not ovs_available()
-           else "fidelnet does not drive Open vSwitch")
+    why = (
+        "Open vSwitch is not available here"
+        if not ovs_available()
+        else "fidelnet does not drive Open vSwitch"
+    )
     _context.warn_once(
         "ovs-as-bridge",
         f"{why}: {kind} switches run as Linux bridges (learning switches, no OpenFlow; "
-        "stp=True is honoured)")
+        "stp=True is honoured)",
+    )
 
 
 class OVSSwitch(Switch):
     """Mininet's Open vSwitch switch, run as a Linux bridge."""
 
-    def __init__(self, name: str, failMode: str = "secure", datapath: str = "kernel",
-                 inband: bool = False, protocols: str | None = None, reconnectms: int = 1000,
-                 stp: bool = False, batch: bool = False, **params: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        failMode: str = "secure",
+        datapath: str = "kernel",
+        inband: bool = False,
+        protocols: str | None = None,
+        reconnectms: int = 1000,
+        stp: bool = False,
+        batch: bool = False,
+        **params: Any,
+    ) -> None:
         _warn_bridge(type(self).__name__)
         self.fn_stp = bool(stp)
         self.failMode = failMode
@@ -192,8 +218,9 @@ class UserSwitch(Switch):
 
     dpidLen = 12
 
-    def __init__(self, name: str, dpopts: str = "--no-slicing", stp: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, name: str, dpopts: str = "--no-slicing", stp: bool = False, **kwargs: Any
+    ) -> None:
         _warn_bridge(type(self).__name__)
         self.dpopts = dpopts
         self.fn_stp = bool(stp)

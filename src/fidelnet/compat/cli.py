@@ -13,6 +13,7 @@ names after the first word are replaced by their IP addresses.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import select
 import subprocess
@@ -50,8 +51,9 @@ class CLI(Cmd):
         "  mininet> noecho h2 vi foo.py\n\n"
     )
 
-    def __init__(self, mininet: Any, stdin: IO[str] = sys.stdin, script: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, mininet: Any, stdin: IO[str] = sys.stdin, script: str | None = None, **kwargs: Any
+    ) -> None:
         self.mn = mininet
         self.locals: dict[str, Any] = {"net": mininet}
         self.inputFile: Any = script
@@ -72,7 +74,7 @@ class CLI(Cmd):
             return
         cls.readlineInited = True
         try:
-            import readline  # noqa: PLC0415
+            import readline
         except ImportError:
             return
         path = os.path.expanduser("~/.mininet_history")
@@ -81,10 +83,8 @@ class CLI(Cmd):
             readline.set_history_length(1000)
 
         def write_history() -> None:
-            try:
+            with contextlib.suppress(OSError):
                 readline.write_history_file(path)
-            except OSError:
-                pass
 
         atexit.register(write_history)
 
@@ -141,7 +141,7 @@ class CLI(Cmd):
         """Evaluate a Python expression (node names are variables): py h1.IP()."""
         try:
             result = eval(line, globals(), self.getLocals())
-        except Exception as exc:  # noqa: BLE001 (the CLI reports and carries on)
+        except Exception as exc:
             output(str(exc) + "\n")
             return
         if not result:
@@ -152,7 +152,7 @@ class CLI(Cmd):
         """Execute a Python statement: px print(h1.IP())."""
         try:
             exec(line, globals(), self.getLocals())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             output(str(exc) + "\n")
 
     def do_pingall(self, line: str) -> None:
@@ -322,7 +322,7 @@ class CLI(Cmd):
             node = self.mn[first]
             words = []
             for arg in args.split(" "):
-                other = self.mn[arg] if arg in self.mn else None
+                other = self.mn.nameToNode.get(arg)
                 intf = other.defaultIntf() if other is not None and other.intfs else None
                 words.append((intf.updateIP() if intf is not None else None) or arg)
             node.sendCmd(" ".join(words))

@@ -29,9 +29,26 @@ __all__ = ["Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
 OVSIntf = Intf
 
 # Keys of a Topo link's info dict that are not interface parameters.
-LINK_KEYS = frozenset({"node1", "node2", "port1", "port2", "intfName1", "intfName2", "addr1",
-                       "addr2", "intf", "cls1", "cls2", "params1", "params2", "fast", "cls",
-                       "key"})
+LINK_KEYS = frozenset(
+    {
+        "node1",
+        "node2",
+        "port1",
+        "port2",
+        "intfName1",
+        "intfName2",
+        "addr1",
+        "addr2",
+        "intf",
+        "cls1",
+        "cls2",
+        "params1",
+        "params2",
+        "fast",
+        "cls",
+        "key",
+    }
+)
 
 
 def resolve(cls: Any) -> Any:
@@ -73,16 +90,32 @@ def drop_auto_ip(node: Any, port: int, ip: Any) -> None:
 class Link(_CoreLink):
     """A veth pair between two nodes."""
 
-    def __init__(self, node1: Any, node2: Any, port1: int | None = None,
-                 port2: int | None = None, intfName1: str | None = None,
-                 intfName2: str | None = None, addr1: str | None = None,
-                 addr2: str | None = None, intf: Any = Intf, cls1: Any = None, cls2: Any = None,
-                 params1: dict[str, Any] | None = None, params2: dict[str, Any] | None = None,
-                 fast: bool = True, **params: Any) -> None:
+    intf1: Any  # Intf objects (or a user's Intf subclass)
+    intf2: Any
+
+    def __init__(
+        self,
+        node1: Any,
+        node2: Any,
+        port1: int | None = None,
+        port2: int | None = None,
+        intfName1: str | None = None,
+        intfName2: str | None = None,
+        addr1: str | None = None,
+        addr2: str | None = None,
+        intf: Any = Intf,
+        cls1: Any = None,
+        cls2: Any = None,
+        params1: dict[str, Any] | None = None,
+        params2: dict[str, Any] | None = None,
+        fast: bool = True,
+        **params: Any,
+    ) -> None:
         net = node1.net
         if node2.net is not net:
-            raise ValidationError("link", "the two nodes belong to different networks",
-                                  f"{node1}-{node2}")
+            raise ValidationError(
+                "link", "the two nodes belong to different networks", f"{node1}-{node2}"
+            )
         self.fast = fast
         p1, p2 = dict(params1 or {}), dict(params2 or {})
         if port1 is not None:
@@ -97,17 +130,25 @@ class Link(_CoreLink):
         p2.update(params)
         cls1, cls2 = cls1 or intf, cls2 or intf
         where = f"Link({node1.name}, {node2.name})"
-        accepted = _context.accepted_params(resolve(cls1)) | _context.accepted_params(
-            resolve(cls2))
-        _context.warn_unknown(where, set(params) - accepted,
-                              "they need a TCLink or TCIntf" if set(params) & _TC_NAMES
-                              else "")
+        accepted = _context.accepted_params(resolve(cls1)) | _context.accepted_params(resolve(cls2))
+        _context.warn_unknown(
+            where,
+            set(params) - accepted,
+            "they need a TCLink or TCIntf" if set(params) & _TC_NAMES else "",
+        )
         drop_auto_ip(node1, p1["port"], p1.get("ip"))
         drop_auto_ip(node2, p2["port"], p2.get("ip"))
         spec = LinkSpec(
-            node1.name, node2.name, a_intf=intfName1, b_intf=intfName2,
-            a_port=p1["port"], b_port=p2["port"], a_mac=addr1, b_mac=addr2,
-            a_ip=_ip_or_none(p1.get("ip")), b_ip=_ip_or_none(p2.get("ip")),
+            node1.name,
+            node2.name,
+            a_intf=intfName1,
+            b_intf=intfName2,
+            a_port=p1["port"],
+            b_port=p2["port"],
+            a_mac=addr1,
+            b_mac=addr2,
+            a_ip=_ip_or_none(p1.get("ip")),
+            b_ip=_ip_or_none(p2.get("ip")),
             params_ab=end_params(cls1, p1, f"{where}.params1"),
             params_ba=end_params(cls2, p2, f"{where}.params2"),
         )
@@ -148,7 +189,7 @@ _TC_NAMES = frozenset({"bw", "delay", "jitter", "loss", "max_queue_size"})
 def _ip_or_none(ip: Any) -> str | None:
     """A link end's address for the checks (an address without ``/len`` is refused
     there, as ``Intf.setIP`` refuses it in Mininet)."""
-    return None if ip is None else ip  # type: ignore[no-any-return]
+    return None if ip is None else str(ip)
 
 
 class TCLink(Link):

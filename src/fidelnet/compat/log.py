@@ -48,7 +48,7 @@ class _NoNewlineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__(sys.stderr)
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.setStream(sys.stderr)
+        self.stream = sys.stderr  # not setStream(): it would flush a stream maybe closed
         super().emit(record)
 
 
@@ -71,7 +71,7 @@ class MininetLogger(logging.Logger):
 
 
 def _fnlog_error(levelname: str) -> Exception:
-    from fidelnet.errors import ValidationError  # noqa: PLC0415
+    from fidelnet.errors import ValidationError
 
     return ValidationError("setLogLevel", "unknown level", levelname, list(LEVELS))
 

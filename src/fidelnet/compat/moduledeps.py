@@ -36,5 +36,7 @@ def pathCheck(*args: str, **kwargs: Any) -> None:
     module = kwargs.get("moduleName", "it")
     missing = [a for a in args if shutil.which(a) is None]
     if missing:
-        raise NodeError(f"cannot find required executable(s) {', '.join(missing)}; "
-                        f"please make sure that {module} is installed and on your PATH")
+        raise NodeError(
+            f"cannot find required executable(s) {', '.join(missing)}; "
+            f"please make sure that {module} is installed and on your PATH"
+        )

@@ -28,7 +28,7 @@ from fidelnet.compat.node import Controller, DefaultController, Host, Node, OVSK
 from fidelnet.compat.nodelib import NAT
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
 from fidelnet.network import Network
-from fidelnet.topology.addressing import assign_ips, assign_ports
+from fidelnet.topology.addressing import assign_ips
 from fidelnet.topology.validate import validate
 
 __all__ = ["VERSION", "Mininet", "MininetWithControlNet"]
@@ -41,13 +41,26 @@ class Mininet(NetTests):
 
     inited = False
 
-    def __init__(self, topo: Any = None, switch: Any = OVSKernelSwitch, host: Any = Host,
-                 controller: Any = DefaultController, link: Any = Link, intf: Any = Intf,
-                 build: bool = True, xterms: bool = False, cleanup: bool = False,
-                 ipBase: str = "10.0.0.0/8", inNamespace: bool = False,
-                 autoSetMacs: bool = False, autoStaticArp: bool = False,
-                 autoPinCpus: bool = False, listenPort: int | None = None,
-                 waitConnected: Any = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        topo: Any = None,
+        switch: Any = OVSKernelSwitch,
+        host: Any = Host,
+        controller: Any = DefaultController,
+        link: Any = Link,
+        intf: Any = Intf,
+        build: bool = True,
+        xterms: bool = False,
+        cleanup: bool = False,
+        ipBase: str = "10.0.0.0/8",
+        inNamespace: bool = False,
+        autoSetMacs: bool = False,
+        autoStaticArp: bool = False,
+        autoPinCpus: bool = False,
+        listenPort: int | None = None,
+        waitConnected: Any = False,
+        **kwargs: Any,
+    ) -> None:
         _context.warn_unknown("Mininet()", kwargs)
         self.topo = topo
         self.switch = switch
@@ -76,11 +89,15 @@ class Mininet(NetTests):
         self.nameToNode: dict[str, Any] = {}
         self.terms: list[Any] = []
         if inNamespace:
-            _context.warn_once("innamespace", "inNamespace=True ignored: fidelnet's switches "
-                                              "always live in the run's fabric namespace")
+            _context.warn_once(
+                "innamespace",
+                "inNamespace=True ignored: fidelnet's switches "
+                "always live in the run's fabric namespace",
+            )
         if xterms:
-            _context.warn_once("xterms", "xterms are not supported; use `<node> <command>` "
-                                         "in the CLI")
+            _context.warn_once(
+                "xterms", "xterms are not supported; use `<node> <command>` in the CLI"
+            )
         Mininet.init()
         self.fn_net = Network(command=" ".join(sys.argv) or "python")
         self.fn_net.spec.ip_base = ipBase
@@ -96,7 +113,8 @@ class Mininet(NetTests):
         """Add a host (addresses numbered from ``ipBase`` in the order hosts are added)."""
         defaults: dict[str, Any] = {
             "ip": f"{ipAdd(self.nextIP, ipBaseNum=self.ipBaseNum, prefixLen=self.prefixLen)}"
-                  f"/{self.prefixLen}"}
+            f"/{self.prefixLen}"
+        }
         if self.autoSetMacs:
             defaults["mac"] = macColonHex(self.nextIP)
         if self.autoPinCpus:
@@ -135,13 +153,20 @@ class Mininet(NetTests):
             self.nameToNode[name] = new
         return new
 
-    def addNAT(self, name: str = "nat0", connect: Any = True, inNamespace: bool = False,
-               **params: Any) -> Any:
-        return self.addHost(name, cls=NAT, inNamespace=inNamespace, subnet=self.ipBase,
-                            **params)
+    def addNAT(
+        self, name: str = "nat0", connect: Any = True, inNamespace: bool = False, **params: Any
+    ) -> Any:
+        return self.addHost(name, cls=NAT, inNamespace=inNamespace, subnet=self.ipBase, **params)
 
-    def addLink(self, node1: Any, node2: Any, port1: int | None = None,
-                port2: int | None = None, cls: Any = None, **params: Any) -> Any:
+    def addLink(
+        self,
+        node1: Any,
+        node2: Any,
+        port1: int | None = None,
+        port2: int | None = None,
+        cls: Any = None,
+        **params: Any,
+    ) -> Any:
         """Link two nodes (objects or names); ``cls`` defaults to the network's link class."""
         n1 = self[node1] if isinstance(node1, str) else node1
         n2 = self[node2] if isinstance(node2, str) else node2
@@ -159,8 +184,9 @@ class Mininet(NetTests):
 
     def delNode(self, node: Any, nodes: list[Any] | None = None) -> None:
         if nodes is None:
-            nodes = next((lst for lst in (self.hosts, self.switches, self.controllers)
-                          if node in lst), [])
+            nodes = next(
+                (lst for lst in (self.hosts, self.switches, self.controllers) if node in lst), []
+            )
         node.stop(deleteIntfs=True)
         node.terminate()
         nodes.remove(node)
@@ -180,11 +206,15 @@ class Mininet(NetTests):
         self.links.remove(link)
 
     def linksBetween(self, node1: Any, node2: Any) -> list[Any]:
-        return [lk for lk in self.links if (node1, node2) in (
-            (lk.intf1.node, lk.intf2.node), (lk.intf2.node, lk.intf1.node))]
+        return [
+            lk
+            for lk in self.links
+            if (node1, node2) in ((lk.intf1.node, lk.intf2.node), (lk.intf2.node, lk.intf1.node))
+        ]
 
-    def delLinkBetween(self, node1: Any, node2: Any, index: int = 0,
-                       allLinks: bool = False) -> list[Any]:
+    def delLinkBetween(
+        self, node1: Any, node2: Any, index: int = 0, allLinks: bool = False
+    ) -> list[Any]:
         links = self.linksBetween(node1, node2)
         if not allLinks:
             links = [links[index]]
@@ -197,7 +227,7 @@ class Mininet(NetTests):
         """A random unicast, locally administered MAC."""
         return macColonHex(random.randint(1, 2**48 - 1) & 0xFEFFFFFFFFFF | 0x020000000000)
 
-    # -- lookup -----------------------------------------------------------------------------------
+    # -- lookup -----------------------------------------------------------------------------
 
     def getNodeByName(self, *args: str) -> Any:
         if len(args) == 1:
@@ -232,7 +262,7 @@ class Mininet(NetTests):
     def items(self) -> Any:
         return zip(self.keys(), self.values(), strict=True)
 
-    # -- building ---------------------------------------------------------------------------------
+    # -- building ---------------------------------------------------------------------------
 
     def configHosts(self) -> None:
         """Give every host its address, MAC and routes (``config``)."""
@@ -247,10 +277,11 @@ class Mininet(NetTests):
     def fn_check_topo(self) -> None:
         """Validate what building the topology would make, before making any of it."""
         spec = topo_spec(self)
-        assign_ports(spec)
+        # Ports and names are planned inside validate() exactly as assign_ports() would
+        # set them; leaving them unset lets a too-long default name be blamed on its node.
         assign_ips(spec)
         validate(spec)
-        self.fn_net._check_link_params(spec.links)  # noqa: SLF001
+        self.fn_net._check_link_params(spec.links)
 
     def buildFromTopo(self, topo: Any = None) -> None:
         """Create the topology's nodes and links (checked as a whole first)."""
@@ -292,6 +323,9 @@ class Mininet(NetTests):
                 self.buildFromTopo(self.topo)
             info("*** Configuring hosts\n")
             self.configHosts()
+            for node in self.hosts + self.switches:
+                for intf in node.intfs.values():
+                    getattr(intf, "_fn_fresh", {}).clear()  # from here on, always apply
             if self.autoStaticArp:
                 self.staticArp()
             self.built = True
@@ -312,7 +346,7 @@ class Mininet(NetTests):
     def stopXterms(self) -> None:
         """No terminals to stop."""
 
-    # -- running ------------------------------------------------------------------------------------
+    # -- running ----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start controllers (no-ops) and switches; wait for spanning trees to settle."""
@@ -334,7 +368,7 @@ class Mininet(NetTests):
 
     def waitConnected(self, timeout: Any = None, delay: float = 0.5) -> bool:
         """Wait until every switch forwards (bridges do at once; STP ones once settled)."""
-        import time  # noqa: PLC0415
+        import time
 
         info("*** Waiting for switches to connect\n")
         if isinstance(timeout, bool):
@@ -394,7 +428,7 @@ class Mininet(NetTests):
 
     def monitor(self, hosts: list[Any] | None = None, timeoutms: int = -1) -> Any:
         """Yield (host, line) as hosts' shells print; (None, None) after a timeout."""
-        import select  # noqa: PLC0415
+        import select
 
         hosts = hosts or self.hosts
         poller = select.poll()
@@ -431,7 +465,7 @@ class Mininet(NetTests):
 
     def interact(self) -> Any:
         """Start, run the CLI, stop."""
-        from fidelnet.compat.cli import CLI  # noqa: PLC0415
+        from fidelnet.compat.cli import CLI
 
         self.start()
         try:

@@ -18,11 +18,18 @@ __all__ = ["NAT", "LinuxBridge"]
 class NAT(Node):
     """Mininet's NAT to the host's network: not supported."""
 
-    def __init__(self, name: str, subnet: str = "10.0/8", localIntf: Any = None,
-                 flush: bool = False, **params: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        subnet: str = "10.0/8",
+        localIntf: Any = None,
+        flush: bool = False,
+        **params: Any,
+    ) -> None:
         del subnet, localIntf, flush, params
         raise UnsupportedError(
             "NAT support in fidelnet (it would change the host's forwarding and "
             "iptables rules, which fidelnet cannot yet record and undo)",
             f"NAT({name!r})",
-            "route to the outside from a node of your own if you need to")
+            "route to the outside from a node of your own if you need to",
+        )

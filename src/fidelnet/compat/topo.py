@@ -45,8 +45,14 @@ class MultiGraph:
         attr_dict.update(attrs)
         self.node[node] = attr_dict
 
-    def add_edge(self, src: Any, dst: Any, key: Any = None,
-                 attr_dict: dict[str, Any] | None = None, **attrs: Any) -> Any:
+    def add_edge(
+        self,
+        src: Any,
+        dst: Any,
+        key: Any = None,
+        attr_dict: dict[str, Any] | None = None,
+        **attrs: Any,
+    ) -> Any:
         attr_dict = {} if attr_dict is None else attr_dict
         attr_dict.update(attrs)
         self.node.setdefault(src, {})
@@ -122,8 +128,15 @@ class Topo:
             opts = self.sopts
         return self.addNode(name, isSwitch=True, **opts)
 
-    def addLink(self, node1: str, node2: str, port1: int | None = None,
-                port2: int | None = None, key: Any = None, **opts: Any) -> Any:
+    def addLink(
+        self,
+        node1: str,
+        node2: str,
+        port1: int | None = None,
+        port2: int | None = None,
+        key: Any = None,
+        **opts: Any,
+    ) -> Any:
         """Link two nodes; returns the link's key (1, 2… between the same pair)."""
         if not opts and self.lopts:
             opts = self.lopts
@@ -146,8 +159,9 @@ class Topo:
     def hosts(self, sort: bool = True) -> list[str]:
         return [n for n in self.nodes(sort) if not self.isSwitch(n)]
 
-    def iterLinks(self, withKeys: bool = False,
-                  withInfo: bool = False) -> Iterator[tuple[Any, ...]]:
+    def iterLinks(
+        self, withKeys: bool = False, withInfo: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
         for _src, _dst, key, info in self.g.edges_iter(data=True, keys=True):
             row: tuple[Any, ...] = (info["node1"], info["node2"])
             if withKeys:
@@ -156,8 +170,9 @@ class Topo:
                 row += (info,)
             yield row
 
-    def links(self, sort: bool = False, withKeys: bool = False,
-              withInfo: bool = False) -> list[tuple[Any, ...]]:
+    def links(
+        self, sort: bool = False, withKeys: bool = False, withInfo: bool = False
+    ) -> list[tuple[Any, ...]]:
         """Links as (node1, node2[, key][, info]); ``sort`` orders them naturally by
         (node1, node2[, key]), keeping each link's own (node1, node2) order."""
         links = list(self.iterLinks(withKeys, withInfo))
@@ -166,8 +181,9 @@ class Topo:
         size = 3 if withKeys else 2
         return sorted(links, key=lambda row: naturalSeq(row[:size]))
 
-    def addPort(self, src: str, dst: str, sport: int | None = None,
-                dport: int | None = None) -> tuple[int, int]:
+    def addPort(
+        self, src: str, dst: str, sport: int | None = None, dport: int | None = None
+    ) -> tuple[int, int]:
         """Ports for a new link: the number of links a node has, plus its base
         (0 for hosts, 1 for switches), unless given."""
         self.ports.setdefault(src, {})
@@ -182,8 +198,7 @@ class Topo:
 
     def port(self, src: str, dst: str) -> Any:
         """(sport, dport) of the link from ``src`` to ``dst``; a list if there are several."""
-        ports = [(sport, entry[1]) for sport, entry in self.ports[src].items()
-                 if entry[0] == dst]
+        ports = [(sport, entry[1]) for sport, entry in self.ports[src].items() if entry[0] == dst]
         return ports if len(ports) != 1 else ports[0]
 
     def _linkEntry(self, src: str, dst: str, key: Any = None) -> tuple[dict[Any, Any], Any]:
@@ -218,7 +233,7 @@ class Topo:
 class SingleSwitchTopo(Topo):
     """One switch s1 and k hosts h1..hk."""
 
-    def build(self, k: int = 2, **_opts: Any) -> None:  # type: ignore[override]
+    def build(self, k: int = 2, **_opts: Any) -> None:
         self.k = k
         switch = self.addSwitch("s1")
         for h in irange(1, k):
@@ -228,7 +243,7 @@ class SingleSwitchTopo(Topo):
 class SingleSwitchReversedTopo(Topo):
     """Like SingleSwitchTopo, with host h_i on switch port k - i + 1."""
 
-    def build(self, k: int = 2) -> None:  # type: ignore[override]
+    def build(self, k: int = 2) -> None:
         self.k = k
         switch = self.addSwitch("s1")
         for h in irange(1, k):
@@ -245,7 +260,7 @@ class MinimalTopo(SingleSwitchTopo):
 class LinearTopo(Topo):
     """k switches in a chain, n hosts on each (h_i, or h{j}s{i} when n > 1)."""
 
-    def build(self, k: int = 2, n: int = 1, **_opts: Any) -> None:  # type: ignore[override]
+    def build(self, k: int = 2, n: int = 1, **_opts: Any) -> None:
         self.k = k
         self.n = n
         last: str | None = None
@@ -265,7 +280,7 @@ class SpecTopo(Topo):
     ports are the spec's when it set them.
     """
 
-    def build(self, spec: TopologySpec) -> None:  # type: ignore[override]
+    def build(self, spec: TopologySpec) -> None:
         self.spec = spec
         for node in spec.nodes.values():
             opts: dict[str, Any] = dict(node.opts)

@@ -19,7 +19,7 @@ class TreeTopo(Topo):
     """A tree of switches, ``depth`` levels deep with ``fanout`` children each;
     numbered depth first (s1.., h1..)."""
 
-    def build(self, depth: int = 1, fanout: int = 2) -> None:  # type: ignore[override]
+    def build(self, depth: int = 1, fanout: int = 2) -> None:
         self.hostNum = 1
         self.switchNum = 1
         self.addTree(depth, fanout)
@@ -40,7 +40,7 @@ class TreeTopo(Topo):
 
 def TreeNet(depth: int = 1, fanout: int = 2, **kwargs: Any) -> Any:
     """A Mininet network on a TreeTopo."""
-    from fidelnet.compat.net import Mininet  # noqa: PLC0415 (net imports topolib users)
+    from fidelnet.compat.net import Mininet
 
     return Mininet(TreeTopo(depth, fanout), **kwargs)
 
@@ -48,9 +48,9 @@ def TreeNet(depth: int = 1, fanout: int = 2, **kwargs: Any) -> Any:
 class TorusTopo(Topo):
     """An x by y torus of switches (x, y >= 3), n hosts on each; switches run STP."""
 
-    def build(self, x: int, y: int, n: int = 1) -> None:  # type: ignore[override]
+    def build(self, x: int, y: int, n: int = 1) -> None:
         if x < 3 or y < 3:
-            from fidelnet.errors import ValidationError  # noqa: PLC0415
+            from fidelnet.errors import ValidationError
 
             raise ValidationError("TorusTopo", "x and y must be at least 3", (x, y))
         switches: dict[tuple[int, int], str] = {}

@@ -109,8 +109,9 @@ def errRun(*cmd: Any, **kwargs: Any) -> tuple[str, str, int]:
         info(command, "\n")
     debug("*** errRun:", command, "\n")
     try:
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, shell=shell,
-                              check=False)
+        proc = subprocess.run(
+            command, stdout=subprocess.PIPE, stderr=stderr, shell=shell, check=False
+        )
     except OSError as exc:
         return "", f"{exc}\n", 127
     out = decode(proc.stdout or b"")
@@ -271,22 +272,29 @@ def custom(cls: Any, **params: Any) -> Callable[..., Any]:
     return customized
 
 
-def specialClass(cls: type, prepend: list[Any] | None = None, append: list[Any] | None = None,
-                 defaults: dict[str, Any] | None = None,
-                 override: dict[str, Any] | None = None) -> type:
+def specialClass(
+    cls: Any,
+    prepend: list[Any] | None = None,
+    append: list[Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+    override: dict[str, Any] | None = None,
+) -> type:
     """A subclass of ``cls`` with preset arguments (like ``functools.partial``)."""
     pre, post = list(prepend or []), list(append or [])
     dflt, over = dict(defaults or {}), dict(override or {})
 
-    def __init__(self: Any, *args: Any, **params: Any) -> None:
+    def init(self: Any, *args: Any, **params: Any) -> None:
         newparams = dict(dflt)
         newparams.update(params)
         newparams.update(over)
         cls.__init__(self, *(pre + list(args) + post), **newparams)
 
     # fn_params: what fidelnet's checks read to see the preset keyword arguments.
-    return type(f"{cls.__name__}{dflt}", (cls,), {"__init__": __init__, "__doc__": cls.__doc__,
-                                                  "fn_params": {**dflt, **over}})
+    return type(
+        f"{cls.__name__}{dflt}",
+        (cls,),
+        {"__init__": init, "__doc__": cls.__doc__, "fn_params": {**dflt, **over}},
+    )
 
 
 def customClass(classes: dict[str, Any], argStr: str) -> Any:
@@ -338,8 +346,9 @@ def dumpPorts(switches: Iterable[Any]) -> None:
         output("\n")
 
 
-def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
-                  timeout: float | None = None) -> bool:
+def waitListening(
+    client: Any = None, server: Any = "127.0.0.1", port: int = 80, timeout: float | None = None
+) -> bool:
     """Wait until something listens on ``server``:``port``, trying from ``client``
     (a node, or the host when None). Returns False on timeout or no route."""
     ip = server if isinstance(server, str) else server.IP()
@@ -363,8 +372,9 @@ def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
         waited += 0.1
 
 
-def pmonitor(popens: dict[Any, Any], timeoutms: int = 500, readline: bool = True,
-             readmax: int = 1024) -> Iterator[tuple[Any, str]]:
+def pmonitor(
+    popens: dict[Any, Any], timeoutms: int = 500, readline: bool = True, readmax: int = 1024
+) -> Iterator[tuple[Any, str]]:
     """Yield (host, line) as the processes in ``popens`` (host -> Popen) write; (None, '')
     after ``timeoutms`` without output; ends when every process closed its output."""
     poller = select.poll()
@@ -407,8 +417,9 @@ def numCores() -> int:
     return os.cpu_count() or 1
 
 
-def retry(retries: int, delaySecs: float, fn: Callable[..., Any], *args: Any,
-          **keywords: Any) -> None:
+def retry(
+    retries: int, delaySecs: float, fn: Callable[..., Any], *args: Any, **keywords: Any
+) -> None:
     """Call ``fn`` until it returns true, at most ``retries`` times."""
     tries = 0
     while not fn(*args, **keywords) and tries < retries:

@@ -3,7 +3,9 @@
 Every node gets a cgroup in the unified (v2) hierarchy, used to track and end all
 of its processes at teardown (``cgroup.kill``), daemons included. A CPU-limited
 node also gets CPU limits: ``cpu.max``/``cpuset.cpus`` where the v2 tree has those
-controllers, else ``cpu.cfs_quota_us``/``cpuset.cpus`` in v1 hierarchies.
+controllers, else ``cpu.cfs_quota_us``/``cpuset.cpus`` in v1 hierarchies. A
+real-time node (Mininet's ``sched='rt'``) also gets ``cpu.rt_runtime_us`` in the v1
+cpu hierarchy (the only place the kernel offers real-time group scheduling).
 
 :class:`CgroupFS` holds the mount points, so tests can point it at a fake tree.
 """
@@ -11,6 +13,7 @@ controllers, else ``cpu.cfs_quota_us``/``cpuset.cpus`` in v1 hierarchies.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import time
@@ -18,7 +21,15 @@ from dataclasses import dataclass
 
 from fidelnet.errors import KernelError, UnsupportedError
 
-__all__ = ["CgroupFS", "CpuLimit", "detect", "join", "kill_and_remove", "set_limit"]
+__all__ = [
+    "CgroupFS",
+    "CpuLimit",
+    "detect",
+    "join",
+    "kill_and_remove",
+    "set_limit",
+    "set_rt_runtime",
+]
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,8 @@ class CpuLimit:
     fraction: float | None = None
     cores: tuple[int, ...] | None = None
     period_us: int = 100_000
+    # Real-time (SCHED_RR) share: ``fraction`` of each period as RT runtime (cgroup v1).
+    realtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,17 @@ class CgroupFS:
                         f"{node}: cpu={limit.fraction}",
                     )
                 dirs.append(os.path.join(self.v1_cpu, f"fidelnet-{run_id}", node))
+            rt_file = os.path.join(self.v1_cpu or "", "cpu.rt_runtime_us")
+            if limit.realtime and (self.v1_cpu is None or not os.path.exists(rt_file)):
+                raise UnsupportedError(
+                    "real-time group scheduling (cgroup v1 cpu.rt_runtime_us, "
+                    "CONFIG_RT_GROUP_SCHED)",
+                    f"{node}: sched='rt'",
+                    "use sched='cfs'",
+                )
+            v1_dir = os.path.join(self.v1_cpu or "", f"fidelnet-{run_id}", node)
+            if limit.realtime and v1_dir not in dirs:
+                dirs.append(v1_dir)
             if limit.cores is not None and "cpuset" not in ctrls:
                 if self.v1_cpuset is None:
                     raise UnsupportedError(
@@ -132,6 +156,8 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
         elif os.path.exists(os.path.join(path, "cpu.cfs_quota_us")):
             _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
             _write(os.path.join(path, "cpu.cfs_quota_us"), str(quota))
+    if limit.realtime and not v2:
+        set_rt_runtime(path, limit)
     if limit.cores is not None:
         cpus = ",".join(str(c) for c in limit.cores)
         if os.path.exists(os.path.join(path, "cpuset.cpus")):
@@ -150,6 +176,29 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
             _write(os.path.join(path, "cpuset.cpus"), cpus)
 
 
+def set_rt_runtime(path: str, limit: CpuLimit) -> None:
+    """Give a v1 cpu group ``fraction`` of each period as real-time runtime (Mininet's
+    ``sched='rt'``), raising its run-level parent's runtime first by the difference:
+    the kernel refuses children that together get more than their parent."""
+    runtime_file = os.path.join(path, "cpu.rt_runtime_us")
+    if not os.path.exists(runtime_file):
+        return
+    parent = os.path.dirname(path)
+    new = round((limit.fraction or 0.0) * limit.period_us)
+    old_ratio = int(_read(runtime_file)) / int(_read(os.path.join(path, "cpu.rt_period_us")))
+    new_ratio = new / limit.period_us
+    p_period = int(_read(os.path.join(parent, "cpu.rt_period_us")))
+    p_runtime = int(_read(os.path.join(parent, "cpu.rt_runtime_us")))
+    wanted = p_runtime + math.ceil((new_ratio - old_ratio) * p_period)
+    if new_ratio > old_ratio:
+        _write(os.path.join(parent, "cpu.rt_runtime_us"), str(wanted))
+    _write(runtime_file, "0")
+    _write(os.path.join(path, "cpu.rt_period_us"), str(limit.period_us))
+    _write(runtime_file, str(new))
+    if new_ratio < old_ratio:
+        _write(os.path.join(parent, "cpu.rt_runtime_us"), str(max(0, wanted)))
+
+
 def set_limit(fs: CgroupFS, path: str, limit: CpuLimit) -> None:
     """Rewrite the CPU limits of an existing cgroup; a part that is None is lifted."""
     v2 = _is_v2(fs, path)
@@ -164,6 +213,8 @@ def set_limit(fs: CgroupFS, path: str, limit: CpuLimit) -> None:
             quota = str(max(1000, round(limit.fraction * fs.ncpus * limit.period_us)))
         _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
         _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
+    if limit.realtime and not v2:
+        set_rt_runtime(path, limit)
     cpus_file = os.path.join(path, "cpuset.cpus")
     if os.path.exists(cpus_file):
         if limit.cores is not None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from fidelnet.errors import NodeError, ValidationError
+from fidelnet.errors import KernelError, NodeError, ValidationError
 from fidelnet.kernel import cgroups, launcher
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import process_start_time
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
 
 __all__ = ["Host", "Node", "Router", "Switch"]
+
+RT_PRIORITY = 20
+"""SCHED_RR priority of a real-time node's shell (Mininet's ``rtprio``)."""
 
 _SHELL_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "PYTHONPATH")
 
@@ -72,8 +75,9 @@ class Node:
         if self._cgroups is None:
             fs = self.net.cgroupfs
             limit = None
-            if self.spec.cpu is not None or self.spec.cores is not None:
-                limit = cgroups.CpuLimit(self.spec.cpu, self.spec.cores)
+            rt = self.spec.sched == "rt"
+            if self.spec.cpu is not None or self.spec.cores is not None or rt:
+                limit = cgroups.CpuLimit(self.spec.cpu, self.spec.cores, realtime=rt)
             dirs = fs.node_dirs(self.net.run_id, self.name, limit)
             for d in dirs:
                 self.net.state_record("cgroup", path=d)
@@ -90,7 +94,7 @@ class Node:
         if self._cgroups is None:
             return
         fs = self.net.cgroupfs
-        limit = cgroups.CpuLimit(cpu, cores)
+        limit = cgroups.CpuLimit(cpu, cores, realtime=self.spec.sched == "rt")
         for d in self._cgroups:
             cgroups.set_limit(fs, d, limit)
         for d in fs.node_dirs(self.net.run_id, self.name, limit):
@@ -123,6 +127,14 @@ class Node:
             start = process_start_time(self._shell.pid)
             if start is not None:
                 self.net.state_record("process", pid=self._shell.pid, start=start)
+            if self.spec.sched == "rt":
+                # Commands the shell runs inherit SCHED_RR; the cgroup's rt runtime caps them.
+                try:
+                    os.sched_setscheduler(self._shell.pid, os.SCHED_RR, os.sched_param(RT_PRIORITY))
+                except OSError as exc:
+                    raise KernelError(
+                        f"{self.name}: cannot make its shell SCHED_RR: {exc}"
+                    ) from exc
         return self._shell
 
     def cmd(self, command: str, *, verbose: bool = False) -> str:

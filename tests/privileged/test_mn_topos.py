@@ -1,0 +1,134 @@
+"""`fidelnet mn --topo … --test pingall` end to end: Mininet's output, exit status, no trace."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.privileged,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates network namespaces"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_RE = re.compile(r"run ([0-9a-f]{6}): state in ")
+
+
+def run_mn(
+    args: list[str], timeout: float = 120, stdin: str | None = None
+) -> tuple[int, str, list[str]]:
+    """Run `python -m fidelnet mn -v debug ARGS`; (exit status, output, run ids seen)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fidelnet", "mn", "-v", "debug", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        out, _ = proc.communicate(stdin or "", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # fidelnet tears the network down on SIGTERM
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        pytest.fail(f"fidelnet mn {' '.join(args)}: no result within {timeout} s\n{out}")
+    return proc.returncode, out, RUN_RE.findall(out)
+
+
+def assert_no_trace(run_ids: list[str]) -> None:
+    """Nothing of these runs is left: namespaces, state files, cgroups."""
+    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    for rid in run_ids:
+        assert not [n for n in netns if n.startswith(f"fn{rid}")], f"run {rid}: netns left"
+        assert not os.path.exists(f"/run/fidelnet/{rid}.jsonl"), f"run {rid}: state file left"
+        assert not glob.glob(f"/sys/fs/cgroup/*/fidelnet-{rid}"), f"run {rid}: cgroup left"
+
+
+@pytest.mark.parametrize(
+    ("topo", "received"),
+    [("linear,3", "6/6"), ("tree,2,2", "12/12"), ("torus,3,3", "72/72")],
+)
+def test_topo_pingall(topo: str, received: str) -> None:
+    code, out, runs = run_mn(["--topo", topo, "--test", "pingall"])
+    assert code == 0, out
+    assert "*** Creating network" in out
+    assert "*** Ping: testing ping reachability" in out
+    assert f"*** Results: 0% dropped ({received} received)" in out
+    assert "*** Done" in out
+    assert len(runs) == 1, out
+    assert_no_trace(runs)
+
+
+def test_iperf_over_a_shaped_link() -> None:
+    code, out, runs = run_mn(
+        ["--topo", "single,2", "--link", "tc,bw=5", "--test", "iperf,seconds=2"]
+    )
+    assert code == 0, out
+    m = re.search(r"\*\*\* Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
+    assert m, out
+    assert 2.5 < float(m.group(1)) <= 5.2, out  # the receiver's goodput, capped by HTB
+    assert_no_trace(runs)
+
+
+def test_invalid_topology_exits_2_before_anything_exists() -> None:
+    code, out, runs = run_mn(["--topo", "ring,3", "--test", "pingall"])
+    assert code == 2
+    assert "unknown topology 'ring'" in out and "linear,K[,N]" in out
+    assert runs == []
+
+
+def test_netem_parameters_are_refused_not_ignored() -> None:
+    if os.path.exists("/sys/module/sch_netem"):
+        pytest.skip("this kernel has sch_netem")
+    code, out, runs = run_mn(["--topo", "single,2", "--link", "tc,delay=5ms", "--test", "pingall"])
+    assert code == 2, out
+    assert "sch_netem" in out
+    assert "*** Adding hosts" not in out  # refused before any node was made
+    assert_no_trace(runs)
+
+
+def test_cli_reads_commands_until_eof() -> None:
+    code, out, runs = run_mn(
+        ["--topo", "single,2"], stdin="nodes\nh1 ping -c1 h2\npy h2.IP()\nnet\n"
+    )
+    assert code == 0, out
+    assert "*** Starting CLI:" in out
+    assert "available nodes are: \nc0 h1 h2 s1" in out
+    assert "1 packets transmitted, 1 received" in out  # h2 became its address
+    assert "10.0.0.2" in out
+    assert "h1 h1-eth0:s1-eth1" in out
+    assert_no_trace(runs)
+
+
+def test_failed_test_exits_1(tmp_path: Path) -> None:
+    script = tmp_path / "down.cli"
+    script.write_text("link s1 h2 down\n")
+    code, out, runs = run_mn(
+        [
+            "--topo",
+            "single,3",
+            "--pre",
+            str(script),
+            "--test",
+            "pingall",
+            "--test",
+            "pingall,timeout=1",
+        ]
+    )
+    assert code == 1, out
+    assert "h1 -> X h3" in out
+    assert "*** Results: 66% dropped (2/6 received)" in out
+    assert_no_trace(runs)
