@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from fidelnet.compat import _context
+from fidelnet.compat._params import set_param
 from fidelnet.compat.log import info
 from fidelnet.errors import KernelError, NodeError, ValidationError
 from fidelnet.kernel import tc
@@ -185,18 +186,8 @@ class Intf(Interface):
         return ""
 
     def setParam(self, results: dict[str, Any], method: str, **param: Any) -> Any:
-        name, value = next(iter(param.items()))
-        fn = getattr(self, method, None)
-        if fn is None or value is None:
-            return None
-        if isinstance(value, list):
-            result = fn(*value)
-        elif isinstance(value, dict):
-            result = fn(**value)
-        else:
-            result = fn(value)
-        results[name] = result
-        return result
+        """Mininet's ``setParam``: see :func:`fidelnet.compat._params.set_param`."""
+        return set_param(self, results, method, **param)
 
     def config(
         self,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import IO, Any, ClassVar
 
 from fidelnet.compat import _context
+from fidelnet.compat._params import set_param
 from fidelnet.compat.log import debug, info, warn
 from fidelnet.compat.util import decode
 from fidelnet.errors import ValidationError
@@ -353,20 +354,8 @@ class Node(_core.Node):
     # -- configuration ---------------------------------------------------------------------
 
     def setParam(self, results: dict[str, Any], method: str, **param: Any) -> Any:
-        """Call ``method`` with the one value in ``param`` (a list is spread, a dict
-        passed as keywords), unless that value is None."""
-        name, value = next(iter(param.items()))
-        fn = getattr(self, method, None)
-        if value is None or fn is None:
-            return None
-        if isinstance(value, list):
-            result = fn(*value)
-        elif isinstance(value, dict):
-            result = fn(**value)
-        else:
-            result = fn(value)
-        results[name] = result
-        return result
+        """Mininet's ``setParam``: see :func:`fidelnet.compat._params.set_param`."""
+        return set_param(self, results, method, **param)
 
     def config(
         self,
