@@ -62,6 +62,8 @@ def side_command(side: str, topo: str, args: argparse.Namespace) -> list[str]:
     argv += ["--topo", topo, "--json", "--settle", str(args.settle)]
     if args.check:
         argv.append("--check")
+    if args.shells and side == "fidelnet":
+        argv.append("--shells")
     return argv
 
 
@@ -260,6 +262,11 @@ def main() -> int:
     parser.add_argument("--settle", type=float, help="idle seconds before reading memory")
     parser.add_argument("--gap", type=float, help="pause between runs, seconds")
     parser.add_argument("--check", action="store_true", help="ping through each network too")
+    parser.add_argument(
+        "--shells",
+        action="store_true",
+        help="fidelnet starts a shell in every node during build, as Mininet always does",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
     parser.add_argument("--fidelnet-python", default=default_fidelnet_python())
     parser.add_argument("--mininet-python", default="/usr/bin/python3")
@@ -308,6 +315,7 @@ def main() -> int:
         "mininet": next((r["mininet_version"] for r in runs if "mininet_version" in r), None),
     }
     record["versions"] = versions
+    record["shells"] = args.shells
     record["summary"] = rows
     record["runs"] = runs
 
@@ -315,6 +323,11 @@ def main() -> int:
     print(
         f"fidelnet {versions['fidelnet'] or '-'} vs Mininet {versions['mininet'] or '-'}, "
         f"kernel {platform.release()}, {os.cpu_count()} cores, medians of {args.repeat}"
+    )
+    print(
+        "fidelnet build includes a shell started in every node (--shells), as Mininet's does"
+        if args.shells
+        else "fidelnet build starts no shells (they start on first use); --shells adds them"
     )
     print_table(rows)
 

@@ -70,7 +70,7 @@ def verify(net: Any, spec: str) -> float:
     return float(net.ping_all())
 
 
-def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
+def run(spec_text: str, settle: float, check: bool, shells: bool = False) -> dict[str, Any]:
     import fidelnet
     from fidelnet import Network
 
@@ -100,7 +100,13 @@ def run(spec_text: str, settle: float, check: bool) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         net.start()
+        if shells:
+            # Mininet starts a bash in every node, switches included, at build time;
+            # fidelnet starts one on first use. This makes the two builds alike.
+            for node in net.nodes.values():
+                node.cmd("true")
         result["build_s"] = time.perf_counter() - t0
+        result["shells"] = shells
         started = True
         run_id = str(net.run_id)
         result["run_id"] = run_id
@@ -156,6 +162,11 @@ def main() -> int:
     parser.add_argument(
         "--check", action="store_true", help="ping through the network before teardown"
     )
+    parser.add_argument(
+        "--shells",
+        action="store_true",
+        help="start a shell in every node during build (as Mininet does), counted in build",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("fidelnet_side: building namespaces needs root")
@@ -167,7 +178,7 @@ def main() -> int:
         print(f"fidelnet_side: fidelnet API not available: {exc}", file=sys.stderr)
         return 3
     try:
-        result = run(args.topo, args.settle, args.check)
+        result = run(args.topo, args.settle, args.check, args.shells)
     except Exception as exc:  # report, do not hide: the driver prints it
         traceback.print_exc()
         result = {"side": "fidelnet", "topo": args.topo, "error": f"{type(exc).__name__}: {exc}"}
