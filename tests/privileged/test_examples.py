@@ -9,16 +9,14 @@ instead of passing silently. After each run nothing of it may be left.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from _mnrun import assert_no_trace, run_to_end
 
 pytestmark = [
     pytest.mark.privileged,
@@ -26,7 +24,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates network namespaces"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("/usr/share/doc/mininet/examples")
 HAS_NETEM = os.path.exists("/sys/module/sch_netem")
 HAS_RT = os.path.exists("/sys/fs/cgroup/cpu/cpu.rt_runtime_us")
@@ -50,37 +47,11 @@ main()
 
 
 def run_example(name: str, stdin: str, timeout: float) -> tuple[int, str, list[str], float]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, "mn", str(EXAMPLES / name)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        out, _ = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)  # fidelnet tears its networks down on SIGTERM
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        pytest.fail(f"{name}: did not finish within {timeout} s\n{out[-3000:]}")
+    argv = [sys.executable, "-c", DRIVER, "mn", str(EXAMPLES / name)]
+    code, out = run_to_end(argv, stdin, timeout, name)
     runs = re.findall(r"^FIDELNET-RUN ([0-9a-f]{6})$", out, re.MULTILINE)
-    return proc.returncode, out, runs, time.monotonic() - start
-
-
-def assert_no_trace(runs: list[str]) -> None:
-    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
-    for rid in runs:
-        assert not [n for n in netns if n.startswith(f"fn{rid}")], f"run {rid}: netns left"
-        assert not os.path.exists(f"/run/fidelnet/{rid}.jsonl"), f"run {rid}: state file left"
-        assert not glob.glob(f"/sys/fs/cgroup/*/fidelnet-{rid}"), f"run {rid}: cgroup left"
+    return code, out, runs, time.monotonic() - start
 
 
 def check_emptynet(code: int, out: str) -> None:

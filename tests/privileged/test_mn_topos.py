@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _mnrun import assert_no_trace, run_to_end
 
 pytestmark = [
     pytest.mark.privileged,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates network namespaces"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN_RE = re.compile(r"run ([0-9a-f]{6}): state in ")
 
 
@@ -25,36 +22,9 @@ def run_mn(
     args: list[str], timeout: float = 120, stdin: str | None = None
 ) -> tuple[int, str, list[str]]:
     """Run `python -m fidelnet mn -v debug ARGS`; (exit status, output, run ids seen)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fidelnet", "mn", "-v", "debug", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        out, _ = proc.communicate(stdin or "", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)  # fidelnet tears the network down on SIGTERM
-        try:
-            out, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        pytest.fail(f"fidelnet mn {' '.join(args)}: no result within {timeout} s\n{out}")
-    return proc.returncode, out, RUN_RE.findall(out)
-
-
-def assert_no_trace(run_ids: list[str]) -> None:
-    """Nothing of these runs is left: namespaces, state files, cgroups."""
-    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
-    for rid in run_ids:
-        assert not [n for n in netns if n.startswith(f"fn{rid}")], f"run {rid}: netns left"
-        assert not os.path.exists(f"/run/fidelnet/{rid}.jsonl"), f"run {rid}: state file left"
-        assert not glob.glob(f"/sys/fs/cgroup/*/fidelnet-{rid}"), f"run {rid}: cgroup left"
+    argv = [sys.executable, "-m", "fidelnet", "mn", "-v", "debug", *args]
+    code, out = run_to_end(argv, stdin or "", timeout, f"fidelnet mn {' '.join(args)}")
+    return code, out, RUN_RE.findall(out)
 
 
 @pytest.mark.parametrize(
