@@ -189,7 +189,7 @@ class Network:
             addressing.assign_ports(self.spec)
             validate(self.spec)
             if self._state is not None:
-                self._check_link_params([link])
+                self.check_link_params([link])
         except ValidationError:
             self.spec.links.pop()
             raise
@@ -201,7 +201,7 @@ class Network:
 
     def build(self) -> None:
         """Create every node and link of the spec not yet created, and configure them."""
-        self._check_link_params(self.spec.links)
+        self.check_link_params(self.spec.links)
         self.open()
         try:
             for spec in list(self.spec.nodes.values()):
@@ -234,7 +234,10 @@ class Network:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _check_link_params(self, links: list[LinkSpec]) -> None:
+    def check_link_params(self, links: list[LinkSpec]) -> None:
+        """Raise before any kernel object exists when a link asks for what the tc
+        backend cannot do on this kernel (delay, jitter, loss without sch_netem; an
+        HTB rate out of range)."""
         for i, link in enumerate(links):
             for src in (link.a, link.b):
                 params = link.direction(src)
@@ -403,8 +406,10 @@ class Network:
         if self._state is None:
             return
         for node in self.nodes.values():
-            with contextlib.suppress(Exception):
+            try:
                 node.close()
+            except Exception as exc:  # teardown goes on: the cgroups end what is left
+                log.warning("run %s: closing %s: %s", self._state.run_id, node.name, exc)
         if self._fabric_nl is not None:
             self._fabric_nl.close()
             self._fabric_nl = None

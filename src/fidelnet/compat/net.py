@@ -281,7 +281,7 @@ class Mininet(NetTests):
         # set them; leaving them unset lets a too-long default name be blamed on its node.
         assign_ips(spec)
         validate(spec)
-        self.fn_net._check_link_params(spec.links)
+        self.fn_net.check_link_params(spec.links)
 
     def buildFromTopo(self, topo: Any = None) -> None:
         """Create the topology's nodes and links (checked as a whole first)."""

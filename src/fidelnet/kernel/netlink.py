@@ -141,18 +141,6 @@ class Netlink:
             "mtu": msg.get_attr("IFLA_MTU"),
         }
 
-    def links(self) -> list[dict[str, Any]]:
-        out = []
-        for msg in self.ipr.get_links():
-            out.append(
-                {
-                    "index": msg["index"],
-                    "ifname": msg.get_attr("IFLA_IFNAME"),
-                    "alias": msg.get_attr("IFLA_IFALIAS"),
-                }
-            )
-        return out
-
     def bridge_port_states(self, bridge_index: int) -> list[int]:
         """STP states of the bridge's ports (3 = forwarding, 4 = blocking)."""
         states = []
