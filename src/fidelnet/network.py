@@ -312,7 +312,7 @@ class Network:
             for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
                 if node.netns is None:
                     owned.enter_context(self._owning("link", ifname=ifname))
-            ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or f"/proc/{os.getpid()}/ns/net")
+            ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
         ib = nlb.index(link.b_intf)
         intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
         intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)

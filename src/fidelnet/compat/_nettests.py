@@ -27,12 +27,12 @@ from typing import Any
 
 from fidelnet.compat.log import debug, error, info, output
 from fidelnet.errors import NodeError, ValidationError
+from fidelnet.kernel import procfs
 
 __all__ = ["NetTests", "format_rate"]
 
 _PING_RE = re.compile(r"(\d+) packets transmitted, (\d+)( packets)? received")
 _RTT_RE = re.compile(r"rtt min/avg/max/mdev = (\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+)/(\d+\.\d+) ms")
-_LISTEN = "0A"
 _PING_SOURCES = 2 * (os.cpu_count() or 1)  # sources pinging at once
 _PING_BATCH = 48  # pings one shell command line starts (it stays well under 4 KiB)
 
@@ -59,21 +59,6 @@ def format_rate(bps: float, fmt: str | None = None) -> str:
     value = bps / div
     digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
     return f"{value:.{digits}f} {name}/sec"
-
-
-def _listening(pid: int, port: int) -> bool:
-    """Whether the process's namespace has a TCP socket listening on ``port``."""
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
-                next(f)
-                for line in f:
-                    fields = line.split()
-                    if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        return True
-        except (OSError, StopIteration, ValueError, IndexError):
-            continue
-    return False
 
 
 def _iperf_json(text: str, who: str) -> dict[str, Any]:
@@ -262,7 +247,7 @@ class NetTests:
         )
         try:
             deadline = time.monotonic() + 10
-            while not _listening(srv.pid, port):
+            while not procfs.tcp_listening(srv.pid, port):
                 if srv.poll() is not None or time.monotonic() > deadline:
                     out = srv.communicate()[0].decode("utf-8", "replace")
                     raise NodeError(

@@ -14,13 +14,13 @@ every other ``ovs-vsctl`` command fails with a message saying why.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from typing import Any
 
 from fidelnet.compat import _context
 from fidelnet.compat._node import Node
+from fidelnet.kernel import procfs
 from fidelnet.nodes import node as _core
 from fidelnet.topology.spec import NodeSpec
 
@@ -31,7 +31,7 @@ _STP_PENDING = (1, 2)  # listening, learning
 
 def ovs_available() -> bool:
     """Whether Open vSwitch could run here (its tools and kernel module)."""
-    return shutil.which("ovs-vsctl") is not None and os.path.isdir("/sys/module/openvswitch")
+    return shutil.which("ovs-vsctl") is not None and procfs.module_loaded("openvswitch")
 
 
 class Switch(Node, _core.Switch):

@@ -10,6 +10,7 @@ import shutil
 from typing import Any
 
 from fidelnet.errors import NodeError
+from fidelnet.kernel import procfs
 
 __all__ = ["TUN", "lsmod", "moduleDeps", "pathCheck"]
 
@@ -18,11 +19,7 @@ TUN = "tun"
 
 def lsmod() -> str:
     """The loaded kernel modules (``/proc/modules``)."""
-    try:
-        with open("/proc/modules", encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        return ""
+    return procfs.loaded_modules()
 
 
 def moduleDeps(subtract: Any = None, add: Any = None) -> None:

@@ -21,9 +21,14 @@ from collections.abc import Iterator
 from fidelnet.errors import KernelError
 from fidelnet.kernel import _libc
 
-__all__ = ["NETNS_DIR", "create", "delete", "entered", "exists", "path_of"]
+__all__ = ["NETNS_DIR", "create", "delete", "entered", "exists", "own_path", "path_of"]
 
 NETNS_DIR = "/run/netns"
+
+
+def own_path() -> str:
+    """The path of this process's own (host-side) network namespace."""
+    return f"/proc/{os.getpid()}/ns/net"
 
 
 def path_of(name: str) -> str:
