@@ -72,6 +72,7 @@ $(VENV_STAMP): pyproject.toml | apt-deps
 native: venv
 	$(CARGO) build --release --workspace --locked
 	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
+	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
 
 ## run: the default scenario (until scenarios land): build, pingall, short iperf, tear down
 run: install

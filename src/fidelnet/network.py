@@ -21,6 +21,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
@@ -33,7 +34,11 @@ from fidelnet.kernel import cgroups, ns, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, mark_for
 from fidelnet.kernel.teardown import remove_all
-from fidelnet.links import Link, unsupported_params
+from fidelnet.links import Link
+from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
+from fidelnet.links.drivers import EngineDriver, LinkDriver, TcDriver
+from fidelnet.links.engine import LinkEngine, find_linkd
+from fidelnet.links.engine_params import direction_seed
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.topology import addressing, routing
@@ -76,7 +81,12 @@ class Network:
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
         self._fabric_nl: Netlink | None = None
-        self._netem: bool | None = None
+        self._caps: frozenset[str] | None = None
+        self._choices: dict[int, Choice] = {}  # by id(LinkSpec)
+        self._drivers: dict[int, LinkDriver] = {}
+        self.engine: LinkEngine | None = None
+        self.engine_failure: str | None = None
+        self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)
         self._started = False
         self._old_handlers: dict[int, Any] = {}
 
@@ -235,25 +245,37 @@ class Network:
         self.stop()
 
     def check_link_params(self, links: list[LinkSpec]) -> None:
-        """Raise before any kernel object exists when a link asks for what the tc
-        backend cannot do on this kernel (delay, jitter, loss without sch_netem; an
-        HTB rate out of range)."""
+        """Choose each link's backend (see :mod:`fidelnet.links.choice`) before any
+        kernel object exists; raise when the chosen backend cannot do what is asked
+        (``tc`` without ``sch_netem``) or the engine is needed but not installed."""
         for i, link in enumerate(links):
-            for src in (link.a, link.b):
-                params = link.direction(src)
-                if params.is_empty():
-                    continue
-                if any(v is not None for v in (params.delay, params.jitter, params.loss)):
-                    unsupported_params(
-                        params, f"link {link.a}-{link.b} (links[{i}])", self._has_netem()
-                    )
-                if params.bw is not None:
-                    tc.check_rate(params.bw, f"link {link.a}-{link.b} (links[{i}])")
+            where = f"link {link.a}-{link.b} (links[{i}])"
+            requested = link.backend or self.spec.link_backend
+            ab, ba = link.direction(link.a), link.direction(link.b)
+            unshaped = ab.is_empty() and ba.is_empty()
+            caps = self.kernel_caps() if requested != "engine" and not unshaped else frozenset()
+            choice = choose(requested, ab, ba, caps, where)
+            if choice.backend == "engine":
+                find_linkd()
+            self._choices[id(link)] = choice
 
-    def _has_netem(self) -> bool:
-        if self._netem is None:
-            self._netem = _kernel_has_qdisc("netem")
-        return self._netem
+    def kernel_caps(self) -> frozenset[str]:
+        """The qdiscs the tc backend may use that this kernel has (probed once)."""
+        if self._caps is None:
+            self._caps = _kernel_qdiscs(NEEDS_QDISCS)
+        return self._caps
+
+    def link_driver(self, link: LinkSpec) -> LinkDriver:
+        return self._drivers[id(link)]
+
+    def link_engine(self) -> LinkEngine:
+        """The run's link engine daemon, started on first use in the fabric namespace."""
+        if self.engine is None:
+            self._fabric_netlink()
+            engine = LinkEngine(self.run_id, self._fabric, self.state_record)
+            self.engine = engine
+            engine.start()
+        return self.engine
 
     def _fabric_netlink(self) -> Netlink:
         if self._fabric_nl is None:
@@ -292,8 +314,7 @@ class Network:
 
     def _create_link(self, link: LinkSpec) -> Link:
         intf_a, intf_b = self.realize_link(link)
-        rt = Link(link, intf_a, intf_b)
-        rt.apply_params()
+        rt = Link(link, intf_a, intf_b, self._drivers[id(link)])
         self.links.append(rt)
         return rt
 
@@ -302,22 +323,47 @@ class Network:
         link: LinkSpec,
         intf_classes: tuple[type[Interface], type[Interface]] = (Interface, Interface),
     ) -> tuple[Interface, Interface]:
-        """Create the veth pair of ``link`` (ports and names assigned), bring both ends
-        up with their MACs and addresses, and attach them to their nodes."""
+        """Create ``link`` (ports and names assigned) on its backend: a veth pair (tc
+        shapes it) or two TAP devices of the link engine. Bring both ends up with
+        their MACs and addresses and attach them to their nodes."""
+        if id(link) not in self._choices:
+            self.check_link_params([link])
+        choice = self._choices[id(link)]
         na, nb = self.nodes[link.a], self.nodes[link.b]
         assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
         mark = mark_for(self.run_id)
         nla, nlb = na.netlink(), nb.netlink()
+        where = f"link {link.a}-{link.b}"
+        ab, ba = link.direction(link.a), link.direction(link.b)
+        name = f"{link.a}:{link.a_intf}"
+        driver: LinkDriver
         with contextlib.ExitStack() as owned:
             for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
                 if node.netns is None:
                     owned.enter_context(self._owning("link", ifname=ifname))
-            ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
+            if choice.backend == "engine":
+                engine = self.link_engine()
+                driver = EngineDriver(choice, engine, name, direction_seed(self.seed, name))
+                engine.add_link(
+                    name,
+                    (na.netns or ns.own_path(), link.a_intf),
+                    (nb.netns or ns.own_path(), link.b_intf),
+                    driver.engine_params(ab, "ab", f"{where}.ab"),
+                    driver.engine_params(ba, "ba", f"{where}.ba"),
+                )
+                ia = nla.index(link.a_intf)
+            else:
+                driver = TcDriver(choice, self._caps or frozenset())
+                ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
+        self.state_record("info", link=name, **driver.describe())
+        self._drivers[id(link)] = driver
         ib = nlb.index(link.b_intf)
         intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
         intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
         self._setup_end(na, intf_a, link.a_mac, link.a_ip, mark)
         self._setup_end(nb, intf_b, link.b_mac, link.b_ip, mark)
+        if choice.backend == "tc":
+            driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
         self._realized.add(id(link))
         return intf_a, intf_b
 
@@ -410,6 +456,12 @@ class Network:
                 node.close()
             except Exception as exc:  # teardown goes on: the cgroups end what is left
                 log.warning("run %s: closing %s: %s", self._state.run_id, node.name, exc)
+        if self.engine is not None:
+            failure = self.engine.stop()
+            if failure:
+                self.engine_failure = failure
+                log.error("run %s: the link engine had failed: %s", self._state.run_id, failure)
+            self.engine = None
         if self._fabric_nl is not None:
             self._fabric_nl.close()
             self._fabric_nl = None
@@ -422,6 +474,8 @@ class Network:
         self.nodes.clear()
         self.links.clear()
         self._realized.clear()
+        self._choices.clear()
+        self._drivers.clear()
         self._restore_handlers()
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
@@ -451,15 +505,15 @@ def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def _kernel_has_qdisc(kind: str) -> bool:
-    """Probe in a scratch namespace whether the kernel can make a ``kind`` qdisc."""
+def _kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
+    """Probe, in one scratch namespace, which of ``kinds`` the kernel can make."""
     name = f"fnprobe{os.getpid()}"
     path = ns.create(name)
     try:
         nl = Netlink(path)
         try:
             nl.set_link(1, state="up")
-            return tc.probe_qdisc(nl, kind)
+            return frozenset(k for k in kinds if tc.probe_qdisc(nl, k))
         finally:
             nl.close()
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,14 +105,25 @@ def test_topo_build_validates_before_any_kernel_object() -> None:
     assert set(os.listdir("/run/netns")) == before
 
 
-def test_netem_parameters_refused_up_front() -> None:
-    if os.path.exists("/sys/module/sch_netem"):
-        pytest.skip("this kernel has sch_netem")
+def test_tclink_delay_runs_on_the_engine_and_bad_values_are_refused() -> None:
     before = set(os.listdir("/run/netns"))
-    topo = SingleSwitchTopo(2, lopts={"bw": 10, "delay": "5ms"})
-    with pytest.raises(UnsupportedError, match="sch_netem"):
-        _net(topo=topo, link=TCLink)
+    bad = SingleSwitchTopo(2, lopts={"bw": 10, "delay": "-5ms"})
+    with pytest.raises(ValidationError, match="delay"):
+        _net(topo=bad, link=TCLink)
     assert set(os.listdir("/run/netns")) == before
+    net = _net(topo=SingleSwitchTopo(2, lopts={"bw": 10, "delay": "5ms"}), link=TCLink)
+    try:
+        net.start()
+        h1 = net["h1"]
+        h1.cmd("ping -c1 -W2 10.0.0.2")  # ARP
+        out = h1.cmd("ping -c3 -i0.2 10.0.0.2")
+        times = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
+        # two links, 5 ms each way on each
+        assert len(times) == 3 and all(20.0 <= t < 22.0 for t in times), out
+        expected = "tc" if os.path.exists("/sys/module/sch_netem") else "engine"
+        assert {link.backend for link in net.links} == {expected}
+    finally:
+        net.stop()
 
 
 def test_unknown_parameters_warn_once(warnings: list[str]) -> None:

@@ -31,10 +31,52 @@
 //!
 //! ## Mechanisms
 //!
+//! [`Direction`] is one direction of one link, the whole pipeline; the
+//! daemon holds two per link. Configured by [`DirectionParams`] (plain data,
+//! serde, checked by [`DirectionParams::validate`]), it runs each packet
+//! through these stages, one module each:
+//!
+//! * [`loss`]: independent or Gilbert-Elliott loss (netem's `gemodel`).
+//! * [`impair`]: duplication and single-bit corruption.
+//! * [`queue`]: the bottleneck queue, limited in packets and/or bytes,
+//!   drop-tail or HiFi (Mininet-HiFi's random refill from an overflow
+//!   buffer, against drop-tail lock-out).
+//! * [`rate`]: the serialiser of an exact fixed-rate link, with the
+//!   fractional nanosecond carried so long runs do not drift.
+//! * [`trace`]: the alternative serialiser, Mahimahi delivery opportunities
+//!   from a looping trace.
+//! * [`delay`]: the delay line, constant delay plus uniform or normal
+//!   jitter, order-preserving or reordering.
+//!
+//! Around them:
+//!
+//! * [`direction`]: the pipeline, in virtual time (late calls yield the
+//!   exact schedule), with link up/down and live parameter changes.
+//! * [`stats`]: counters, queue occupancy, and HdrHistograms of departure
+//!   lateness (exported in the standard compressed format) and queue
+//!   sojourn.
+//! * [`rng`]: the seeded xoshiro256++ generator, written out so that a seed
+//!   gives the same run on every machine and after every upgrade; each
+//!   mechanism draws from its own stream.
+//! * [`params`]: the parameters and their validation errors, each naming
+//!   the offending field.
 //! * [`token_bucket`]: a token-bucket shaper (rate in bit/s, burst in bytes).
 
 #![forbid(unsafe_code)]
 
+pub mod delay;
+pub mod direction;
+pub mod impair;
+pub mod loss;
+pub mod params;
+pub mod queue;
+pub mod rate;
+pub mod rng;
+pub mod stats;
 pub mod token_bucket;
+pub mod trace;
 
+pub use direction::{Departure, Direction};
+pub use params::{DirectionParams, JitterDist, LossModel, ParamsError, QueueKind};
+pub use stats::{DirectionStats, DropStats, LatenessStats, QueueStats, SojournStats};
 pub use token_bucket::{TokenBucket, TokenBucketError};

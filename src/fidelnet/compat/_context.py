@@ -230,6 +230,7 @@ def accepted_params(cls: Any, methods: tuple[str, ...] = ("__init__", "config"))
             fn = klass.__dict__.get(method)
             if fn is not None:
                 names |= _named(fn)
+        names |= set(klass.__dict__.get("fn_extra_params", ()))
     names.discard("self")
     _accepted[key] = frozenset(names)
     return _accepted[key]

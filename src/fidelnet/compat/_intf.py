@@ -7,11 +7,10 @@ its node and applies ``config(**params)``. Addresses, MACs and up/down go
 through netlink; ``ifconfig(*args)`` runs ``ifconfig`` in the node, as in Mininet.
 
 ``TCIntf.config`` reads Mininet's units (``bw=10`` is 10 Mbit/s, ``delay='5ms'``)
-into :class:`~fidelnet.topology.spec.LinkParams`: ``bw`` (with
-``max_queue_size``) becomes an HTB class through :mod:`fidelnet.kernel.tc`;
-``delay``, ``jitter`` and ``loss`` are refused with UnsupportedError naming
-``sch_netem`` when the kernel lacks it (Mininet prints an error and carries on
-without them; fidelnet never drops them silently).
+into :class:`~fidelnet.topology.spec.LinkParams`. The link applies them on the
+backend chosen when it was built: the kernel's tc where the kernel can do all that
+is asked, the link engine otherwise (Mininet prints an error when ``sch_netem`` is
+missing and carries on without the delay; fidelnet never drops it silently).
 
 Names: :class:`Intf`, :class:`TCIntf`, :func:`tc_params`.
 """
@@ -27,12 +26,10 @@ from fidelnet.compat import _context
 from fidelnet.compat._params import set_param
 from fidelnet.compat.log import info
 from fidelnet.errors import KernelError, NodeError, ValidationError
-from fidelnet.kernel import tc
 from fidelnet.kernel.netlink import NetlinkError
-from fidelnet.links import unsupported_params
+from fidelnet.links.params import PARAM_NAMES, format_params, parse_params
 from fidelnet.nodes.intf import Interface
 from fidelnet.topology.spec import LinkParams
-from fidelnet.topology.units import parse_duration, parse_percent, parse_rate
 
 __all__ = ["Intf", "TCIntf", "tc_params"]
 
@@ -242,34 +239,31 @@ def _normal_cidr(text: str) -> str | None:
     return f"{iface.ip}/{iface.network.prefixlen}"
 
 
+_MN_TC = ("bw", "delay", "jitter", "loss", "max_queue_size")
+
+
 def tc_params(params: dict[str, Any], where: str) -> LinkParams:
-    """Mininet's traffic-control parameters as LinkParams (base units).
+    """Mininet's traffic-control parameters, and fidelnet's further link parameters
+    (``reorder``, ``queue``, ``trace``, ``seed``...), as LinkParams in base units.
 
     ``bw`` is in Mbit/s unless it carries a unit; ``delay`` and ``jitter`` need a
     unit (``'5ms'``); ``loss`` is a percentage; zero delay, jitter or loss mean none,
     as in Mininet.
     """
-    bw: Any = params.get("bw")
-    delay: Any = params.get("delay")
-    jitter: Any = params.get("jitter")
-    loss: Any = params.get("loss")
-    queue: Any = params.get("max_queue_size")
-    rate = parse_rate(f"{where}.bw", bw, bare_unit=1e6) if bw is not None else None
-    d = parse_duration(f"{where}.delay", delay) if delay not in (None, "", 0) else None
-    j = parse_duration(f"{where}.jitter", jitter) if jitter not in (None, "", 0) else None
-    lossp = parse_percent(f"{where}.loss", loss) if loss not in (None, "", 0) else None
-    if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)):
-        raise ValidationError(f"{where}.max_queue_size", "must be an integer (packets)", queue)
-    return LinkParams(
-        bw=rate, delay=d or None, jitter=j or None, loss=lossp or None, max_queue_size=queue
-    )
+    wanted = {k: params.get(k) for k in (*_MN_TC, *EXTRA_PARAMS) if params.get(k) is not None}
+    return parse_params(wanted, where, mininet_units=True)
+
+
+EXTRA_PARAMS = tuple(n for n in PARAM_NAMES if n not in _MN_TC)
 
 
 class TCIntf(Intf):
-    """An interface shaped by traffic control (``bw``, ``max_queue_size``; ``delay``,
-    ``jitter`` and ``loss`` need ``sch_netem``)."""
+    """An interface whose link is shaped (``bw``, ``delay``, ``jitter``, ``loss``,
+    ``max_queue_size``, and fidelnet's further link parameters). The link's backend
+    applies them: the kernel's tc where it can, the link engine otherwise."""
 
     bwParamMax = 1000
+    fn_extra_params = EXTRA_PARAMS
 
     def config(  # type: ignore[override]
         self,
@@ -289,13 +283,29 @@ class TCIntf(Intf):
         max_queue_size: int | None = None,
         **params: Any,
     ) -> dict[str, Any] | None:
-        """Configure as :meth:`Intf.config`, then shape egress with HTB."""
+        """Configure as :meth:`Intf.config`, then shape this end's egress.
+
+        When the link was built with these parameters already (the usual case: a
+        ``TCLink`` passes them to both), nothing changes; otherwise they replace the
+        direction's parameters at runtime, without emptying its queue."""
         del gro, txo, rxo, latency_ms
         params.pop("disable_gro", None)
+        extra = {k: params.pop(k) for k in EXTRA_PARAMS if k in params}
         result = Intf.config(self, **params)
-        if bw is None and not delay and not loss and max_queue_size is None:
-            return None
         where = f"{self.node.name}:{self.name}"
+        lp = tc_params(
+            {
+                "bw": bw,
+                "delay": delay,
+                "jitter": jitter,
+                "loss": loss,
+                "max_queue_size": max_queue_size,
+                **extra,
+            },
+            where,
+        )
+        if lp.is_empty():
+            return None
         odd = [
             n
             for n, v in (
@@ -310,24 +320,16 @@ class TCIntf(Intf):
         if odd:
             _context.warn_once(
                 f"tc-odd:{','.join(odd)}",
-                f"{where}: {', '.join(odd)} not supported; shaping uses HTB",
+                f"{where}: {', '.join(odd)} not supported; the link backend shapes",
             )
-        lp = tc_params(
-            {
-                "bw": bw,
-                "delay": delay,
-                "jitter": jitter,
-                "loss": loss,
-                "max_queue_size": max_queue_size,
-            },
-            where,
-        )
-        unsupported_params(lp, f"interface {where}", self.node.net._has_netem())
-        nl = self.node.netlink()
-        tc.clear_root(nl, self.index)
-        assert lp.bw is not None  # a queue size alone was refused above
-        tc.set_rate(nl, self.index, lp.bw, lp.max_queue_size)
-        info(f"({lp.bw / 1e6:.2f}Mbit) ")
+        link = self.link
+        spec = getattr(link, "spec", None)
+        if link is None or spec is None:
+            raise ValidationError(where, "a shaped interface needs a link", self.name)
+        key = "ab" if (spec.a, spec.a_intf) == (self.node.name, self.name) else "ba"
+        if lp != spec.direction(spec.a if key == "ab" else spec.b):
+            link.configure(lp if key == "ab" else None, lp if key == "ba" else None)
+        info(f"({format_params(lp)}) ")
         assert result is not None
         result["tcoutputs"] = []
         result["parent"] = " parent 1:1 "

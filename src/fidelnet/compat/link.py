@@ -3,9 +3,10 @@
 ``Link(node1, node2, port1=None, port2=None, intfName1=None, intfName2=None,
 addr1=None, addr2=None, intf=Intf, cls1=None, cls2=None, params1=None,
 params2=None, fast=True, **params)`` picks ports and names as Mininet does, checks
-the link (names, ports, addresses, shaping) before anything is made, creates the
-veth pair through the network, then builds the two ``Intf`` objects, whose
-``config(**params)`` applies addresses and (for ``TCIntf``) shaping.
+the link (names, ports, addresses, shaping) before anything is made, creates it
+through the network on the backend its shaping needs (a veth pair shaped by tc, or
+the link engine's TAP pair), then builds the two ``Intf`` objects, whose
+``config(**params)`` applies addresses (and, for ``TCIntf``, later changes).
 
 Parameters that the interface classes do not take (``bw=`` on a plain ``Link``)
 draw one warning per link; Mininet ignores them without a word.
@@ -22,6 +23,7 @@ from fidelnet.compat import _context
 from fidelnet.compat._intf import Intf, TCIntf, tc_params
 from fidelnet.errors import ValidationError
 from fidelnet.links import Link as _CoreLink
+from fidelnet.links.params import PARAM_NAMES
 from fidelnet.topology.spec import LinkParams, LinkSpec
 
 __all__ = ["Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
@@ -159,6 +161,7 @@ class Link(_CoreLink):
             net.spec.links.remove(spec)
             raise
         port_1, port_2 = p1.pop("port"), p2.pop("port")
+        self.spec = spec  # TCIntf.config compares its parameters with the link's
         i1 = cls1(name=intfName1, node=node1, port=port_1, link=self, mac=addr1, **p1)
         i2 = cls2(name=intfName2, node=node2, port=port_2, link=self, mac=addr2, **p2)
         super().__init__(spec, i1, i2)
@@ -169,6 +172,7 @@ class Link(_CoreLink):
         return f"{node.name}-eth{n}"
 
     def delete(self) -> None:
+        self.driver.remove()
         self.intf1.delete()
         self.intf2.delete()
 
@@ -183,7 +187,7 @@ class Link(_CoreLink):
         return f"{self.intf1}<->{self.intf2}"
 
 
-_TC_NAMES = frozenset({"bw", "delay", "jitter", "loss", "max_queue_size"})
+_TC_NAMES = frozenset(PARAM_NAMES)
 
 
 def _ip_or_none(ip: Any) -> str | None:

@@ -312,6 +312,17 @@ class Mininet(NetTests):
             self.addLink(**params)
             info(f"({src}, {dst}) ")
         info("\n")
+        self.fn_report_backends()
+
+    def fn_report_backends(self) -> None:
+        """Say which backend carries the shaped links, and why (fidelnet only)."""
+        reasons: dict[tuple[str, str], int] = {}
+        for link in self.fn_net.links:
+            if link.backend != "veth":
+                key = (link.backend, link.driver.choice.reason)
+                reasons[key] = reasons.get(key, 0) + 1
+        for (backend, reason), count in sorted(reasons.items()):
+            info(f"*** {count} link(s) on the {backend} backend: {reason}\n")
 
     def configureControlNetwork(self) -> None:
         """No control network: fidelnet's switches need no controller connection."""

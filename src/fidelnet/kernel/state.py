@@ -15,6 +15,8 @@ Record kinds and their keys:
 - ``cgroup``  ``path``                      a cgroup directory (v1 or v2)
 - ``process`` ``pid``, ``start``            a process leader (its group is ended too)
 - ``sysctl``  ``path``, ``old``             a host sysctl changed; restored on teardown
+- ``file``    ``path``                      a file the run made (linkd's socket and log)
+- ``info``    any                           a note, nothing to remove (a link's backend)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Traffic control over netlink: HTB rate limits, read back, and qdisc probing.
+"""Traffic control over netlink: HTB rate limits, netem, read back, stats, probing.
 
 Rate limits use an HTB root with one class whose burst is sized from the rate: at
 least one millisecond of traffic at that rate and never less than one full frame
@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import errno
+from typing import Any
 
 from pyroute2.netlink.exceptions import NetlinkError
 
 from fidelnet.errors import KernelError, UnsupportedError
 from fidelnet.kernel.netlink import Netlink
 
-__all__ = ["HTB_MAX_RATE", "burst_for", "check_rate", "clear_root", "probe_qdisc", "set_rate"]
+__all__ = [
+    "HTB_MAX_RATE",
+    "burst_for",
+    "check_rate",
+    "clear_root",
+    "probe_qdisc",
+    "qdisc_stats",
+    "set_netem",
+    "set_rate",
+]
 
 FRAME = 1514 + 4  # an Ethernet frame with its FCS
 HTB_MAX_RATE = (2**32 - 1) * 8  # tc_ratespec.rate is u32 bytes/s without TCA_HTB_RATE64
@@ -40,16 +50,27 @@ def check_rate(rate_bps: float, where: str) -> None:
         )
 
 
-def set_rate(nl: Netlink, index: int, rate_bps: float, queue_packets: int | None) -> None:
-    """Shape egress of interface ``index`` to ``rate_bps`` with an HTB class, optionally
-    with a packet FIFO of ``queue_packets`` below it."""
+def set_rate(
+    nl: Netlink,
+    index: int,
+    rate_bps: float,
+    queue_packets: int | None,
+    queue_bytes: int | None = None,
+    *,
+    change: bool = False,
+) -> None:
+    """Shape egress of interface ``index`` to ``rate_bps`` with an HTB class, with a
+    packet (pfifo) or byte (bfifo) FIFO below it when a limit is given.
+
+    ``change=True`` alters an existing class in place (its queue is kept)."""
     check_rate(rate_bps, f"link {index}")
     rate = f"{int(rate_bps)}bit"
     burst = burst_for(rate_bps)
     try:
-        nl.ipr.tc("add", "htb", index, _ROOT, default=1)
+        if not change:
+            nl.ipr.tc("add", "htb", index, _ROOT, default=1)
         nl.ipr.tc(
-            "add-class",
+            "change-class" if change else "add-class",
             "htb",
             index,
             _CLASS,
@@ -59,11 +80,73 @@ def set_rate(nl: Netlink, index: int, rate_bps: float, queue_packets: int | None
             burst=burst,
             cburst=burst,
         )
-        if queue_packets is not None:
-            nl.ipr.tc("add", "pfifo", index, _LEAF, parent=_CLASS, limit=queue_packets)
+        if queue_bytes is not None:
+            nl.ipr.tc("replace", "bfifo", index, _LEAF, parent=_CLASS, limit=queue_bytes)
+        elif queue_packets is not None:
+            nl.ipr.tc("replace", "pfifo", index, _LEAF, parent=_CLASS, limit=queue_packets)
     except NetlinkError as exc:
         raise KernelError(f"tc htb on link {index}: {exc}") from exc
     _check_rate(nl, index, rate_bps)
+
+
+def set_netem(
+    nl: Netlink, index: int, opts: dict[str, Any], *, under_rate: bool, change: bool = False
+) -> None:
+    """Put a netem qdisc on interface ``index``: below the HTB class when
+    ``under_rate``, else at the root. ``opts`` are pyroute2's netem keywords
+    (``delay``/``jitter`` in microseconds, ``loss``/``duplicate``/``prob_corrupt`` in
+    percent, ``limit`` in packets). Read back and compared."""
+    handle, parent = (_LEAF, _CLASS) if under_rate else (_ROOT, None)
+    kwargs: dict[str, Any] = dict(opts)
+    if parent is not None:
+        kwargs["parent"] = parent
+    else:
+        kwargs["root"] = True
+    try:
+        nl.ipr.tc("change" if change else "replace", "netem", index, handle, **kwargs)
+    except NetlinkError as exc:
+        raise KernelError(f"tc netem on link {index}: {exc}") from exc
+    _check_netem(nl, index, handle, opts)
+
+
+def _check_netem(nl: Netlink, index: int, handle: int, opts: dict[str, Any]) -> None:
+    from pyroute2.netlink.rtnl.tcmsg import sched_netem
+
+    want = sched_netem.get_parameters(dict(opts))
+    for msg in nl.ipr.get_qdiscs(index=index):
+        if msg["handle"] != handle or msg.get_attr("TCA_KIND") != "netem":
+            continue
+        got = msg.get_attr("TCA_OPTIONS")
+        for key in ("delay", "jitter", "loss", "duplicate", "limit"):
+            if got is None or got[key] != want[key]:
+                raise KernelError(
+                    f"tc netem on link {index}: asked for {key}={want[key]}, kernel holds "
+                    f"{None if got is None else got[key]}"
+                )
+        return
+    raise KernelError(f"tc netem on link {index}: qdisc {handle:x} missing after it was set")
+
+
+def qdisc_stats(nl: Netlink, index: int) -> list[dict[str, Any]]:
+    """Counters of every qdisc on interface ``index``: kind, handle, bytes, packets,
+    drops, overlimits, backlog (bytes) and qlen (packets)."""
+    out: list[dict[str, Any]] = []
+    for msg in nl.ipr.get_qdiscs(index=index):
+        basic = msg.get_nested("TCA_STATS2", "TCA_STATS_BASIC") or {}
+        queue = msg.get_nested("TCA_STATS2", "TCA_STATS_QUEUE") or {}
+        out.append(
+            {
+                "kind": msg.get_attr("TCA_KIND"),
+                "handle": f"{msg['handle'] >> 16:x}:",
+                "bytes": basic.get("bytes", 0),
+                "packets": basic.get("packets", 0),
+                "drops": queue.get("drops", 0),
+                "overlimits": queue.get("overlimits", 0),
+                "backlog": queue.get("backlog", 0),
+                "qlen": queue.get("qlen", 0),
+            }
+        )
+    return out
 
 
 def clear_root(nl: Netlink, index: int) -> None:

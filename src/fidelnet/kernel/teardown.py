@@ -64,8 +64,19 @@ def _sysctl(rec: dict[str, Any], _run_id: str) -> None:
         f.write(str(rec["old"]))
 
 
+def _file(rec: dict[str, Any], _run_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(str(rec["path"]))
+
+
+def _info(_rec: dict[str, Any], _run_id: str) -> None:
+    """A note in the state file (a link's backend), nothing to remove."""
+
+
 _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "process": _process,
+    "file": _file,
+    "info": _info,
     "cgroup": _cgroup,
     "netns": _netns,
     "link": _link,

@@ -18,33 +18,88 @@ Classes:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["NODE_KINDS", "LinkParams", "LinkSpec", "NodeKind", "NodeSpec", "TopologySpec"]
+__all__ = [
+    "JITTER_DISTS",
+    "LINK_BACKENDS",
+    "NODE_KINDS",
+    "QUEUE_KINDS",
+    "GilbertElliott",
+    "JitterDist",
+    "LinkBackend",
+    "LinkParams",
+    "LinkSpec",
+    "NodeKind",
+    "NodeSpec",
+    "QueueKind",
+    "TopologySpec",
+]
 
 NodeKind = Literal["host", "switch", "router"]
 NODE_KINDS: tuple[str, ...] = ("host", "switch", "router")
 
 
+JitterDist = Literal["uniform", "normal"]
+JITTER_DISTS: tuple[str, ...] = ("uniform", "normal")
+QueueKind = Literal["droptail", "hifi"]
+QUEUE_KINDS: tuple[str, ...] = ("droptail", "hifi")
+LinkBackend = Literal["auto", "tc", "engine"]
+LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine")
+
+
+@dataclass(frozen=True)
+class GilbertElliott:
+    """Two-state Markov loss (netem's ``gemodel``), all values in percent.
+
+    ``p``: chance per packet of going from the good state to the bad one; ``r``: of
+    going back (mean burst length ``100 / r`` packets); ``loss_good`` and
+    ``loss_bad``: loss in each state (netem's ``1-k`` and ``1-h``).
+    """
+
+    p: float
+    r: float
+    loss_good: float = 0.0
+    loss_bad: float = 100.0
+
+
 @dataclass(frozen=True)
 class LinkParams:
-    """Shaping and impairment of one link direction (``None`` means unshaped)."""
+    """Shaping and impairment of one link direction (``None`` means not set).
 
-    bw: float | None = None  # bit/s
-    delay: float | None = None  # seconds
-    jitter: float | None = None  # seconds
-    loss: float | None = None  # percent, 0..100
-    max_queue_size: int | None = None  # packets
+    Base units: ``bw`` bit/s, ``delay``/``jitter`` seconds, ``loss``/``duplicate``/
+    ``corrupt`` percent, ``max_queue_size`` packets, ``queue_bytes`` and
+    ``overhead`` bytes. ``trace`` is a Mahimahi packet-delivery trace file (it
+    replaces ``bw``). ``reorder`` lets jittered packets overtake each other (the
+    default keeps their order). ``seed`` makes every random choice reproducible.
+    """
+
+    bw: float | None = None
+    delay: float | None = None
+    jitter: float | None = None
+    jitter_dist: JitterDist | None = None
+    reorder: bool | None = None
+    loss: float | None = None
+    loss_model: GilbertElliott | None = None
+    duplicate: float | None = None
+    corrupt: float | None = None
+    max_queue_size: int | None = None
+    queue_bytes: int | None = None
+    queue: QueueKind | None = None
+    overhead: int | None = None
+    trace: str | None = None
+    seed: int | None = None
 
     def is_empty(self) -> bool:
-        return all(
-            v is None for v in (self.bw, self.delay, self.jitter, self.loss, self.max_queue_size)
-        )
+        return all(v is None for v in self.__dict__.values())
+
+    def set_fields(self) -> dict[str, Any]:
+        """The fields that are set, by name."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
 
     def merged(self, other: LinkParams) -> LinkParams:
         """These values, overridden by every value ``other`` sets."""
-        updates = {k: v for k, v in other.__dict__.items() if v is not None}
-        return replace(self, **updates)
+        return replace(self, **other.set_fields())
 
 
 @dataclass
@@ -83,6 +138,7 @@ class LinkSpec:
     params_ab: LinkParams | None = None
     params_ba: LinkParams | None = None
     key: str | None = None  # distinguishes parallel links between the same pair
+    backend: LinkBackend | None = None  # None: the topology's link_backend
 
     def direction(self, src: str) -> LinkParams:
         """Parameters for traffic leaving ``src`` (``a`` or ``b``) onto this link."""
@@ -101,6 +157,8 @@ class TopologySpec:
     auto_set_macs: bool = False
     auto_static_arp: bool = False
     auto_routes: bool = False  # install shortest-path static routes between routed nodes
+    link_backend: LinkBackend = "auto"  # default for links that do not choose
+    seed: int | None = None  # seeds every link without its own; None: random, recorded
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

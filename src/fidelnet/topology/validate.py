@@ -1,8 +1,8 @@
 """Checks a :class:`TopologySpec` before anything touches the kernel.
 
 Holds :func:`problems` (every problem, as :class:`ValidationError` values, in a
-stable order) and :func:`validate` (raises the first one). Pure data: nothing is
-created, read or run.
+stable order) and :func:`validate` (raises the first one). Nothing is created or
+run; only trace files named by links are read.
 
 Field names point at the culprit: ``ip_base``, ``nodes.h1.ip``, ``links[3].b``,
 ``links[0].params.loss``. Checked, in this order:
@@ -14,8 +14,11 @@ Field names point at the culprit: ``ip_base``, ``nodes.h1.ip``, ``links[3].b``,
   ``ip`` CIDR and ``mac`` a unicast, non-zero MAC;
 - links: known endpoints, no self-links, ports non-negative integers, interface
   names legal for Linux (at most 15 bytes, no ``/``, ``:`` or whitespace),
-  addresses and MACs well formed, parameters (finite, non-negative, ``bw`` > 0,
-  ``loss`` <= 100, ``max_queue_size`` an integer >= 1, ``jitter`` only with a delay);
+  addresses and MACs well formed, ``backend`` one of auto/tc/engine, parameters
+  (finite, non-negative, ``bw`` > 0, percentages <= 100, ``max_queue_size`` an
+  integer >= 1, ``jitter`` only with a delay, choices for ``queue`` and
+  ``jitter_dist``, a Gilbert-Elliott model or a percentage, not both, a trace file
+  that parses, reporting ``file:line``, and not with ``bw``);
 - across links: duplicate ports or interface names on a node (and among nodes
   sharing the root namespace), default interface names too long for a node name;
 - addresses: the same IP address (or MAC) on two interfaces, and a node ``ip``
@@ -38,9 +41,19 @@ from fidelnet.topology.addressing import (
     plan_ips,
     plan_ports,
 )
-from fidelnet.topology.spec import NODE_KINDS, LinkParams, LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import (
+    JITTER_DISTS,
+    LINK_BACKENDS,
+    NODE_KINDS,
+    QUEUE_KINDS,
+    GilbertElliott,
+    LinkParams,
+    LinkSpec,
+    NodeSpec,
+    TopologySpec,
+)
 
-__all__ = ["IFNAMSIZ", "NAME_RULE", "problems", "validate"]
+__all__ = ["IFNAMSIZ", "NAME_RULE", "param_problems", "problems", "validate"]
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _MAC_RE = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
@@ -52,7 +65,14 @@ NAME_RULE = (
     f"and have 1..{_MAX_NAME} characters"
 )
 _SCHEDS = ("cfs", "rt")
-_UNITS = {"bw": "bit/s", "delay": "seconds", "jitter": "seconds", "loss": "percent"}
+_UNITS = {
+    "bw": "bit/s",
+    "delay": "seconds",
+    "jitter": "seconds",
+    "loss": "percent",
+    "duplicate": "percent",
+    "corrupt": "percent",
+}
 _CHOICES_SHOWN = 8
 
 Problems = Iterator[ValidationError]
@@ -68,12 +88,18 @@ def validate(spec: TopologySpec) -> None:
 def problems(spec: TopologySpec) -> list[ValidationError]:
     """Every problem in ``spec``, in a stable order; empty when it is usable."""
     checks: tuple[Callable[[TopologySpec], Problems], ...] = (
+        _check_link_backend,
         _check_ip_base,
         _check_nodes,
         _check_links,
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
+
+
+def param_problems(params: LinkParams, where: str = "params") -> list[ValidationError]:
+    """Every problem in one direction's complete parameters (a runtime change)."""
+    return list(_check_params(where, params, LinkParams(), "params"))
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -106,6 +132,13 @@ def _mac_problem(field: str, value: object) -> Problems:
 
 
 # --- ip_base -----------------------------------------------------------------------
+
+
+def _check_link_backend(spec: TopologySpec) -> Problems:
+    if spec.link_backend not in LINK_BACKENDS:
+        yield ValidationError(
+            "link_backend", "unknown link backend", spec.link_backend, list(LINK_BACKENDS)
+        )
 
 
 def _check_ip_base(spec: TopologySpec) -> Problems:
@@ -184,6 +217,10 @@ def _check_links(spec: TopologySpec) -> Problems:
             params = getattr(link, attr)
             if params is not None:
                 yield from _check_params(f"{where}.{attr}", params, link.params, attr)
+        if link.backend is not None and link.backend not in LINK_BACKENDS:
+            yield ValidationError(
+                f"{where}.backend", "unknown link backend", link.backend, list(LINK_BACKENDS)
+            )
 
 
 def _known_choices(spec: TopologySpec) -> tuple[str, list[str]]:
@@ -235,11 +272,26 @@ def _check_params(where: str, params: object, base: LinkParams, attr: str) -> Pr
     if not isinstance(params, LinkParams):
         yield ValidationError(where, "must be a LinkParams", params)
         return
-    for name in ("bw", "delay", "jitter", "loss"):
+    for name in ("bw", "delay", "jitter", "loss", "duplicate", "corrupt"):
         yield from _check_quantity(f"{where}.{name}", getattr(params, name))
-    queue = params.max_queue_size
-    if queue is not None and not (_is_int(queue) and queue >= 1):
-        yield ValidationError(f"{where}.max_queue_size", "must be an integer >= 1 (packets)", queue)
+    for name, low, unit in (
+        ("max_queue_size", 1, "packets"),
+        ("queue_bytes", 1, "bytes"),
+        ("overhead", 0, "bytes"),
+        ("seed", 0, ""),
+    ):
+        value = getattr(params, name)
+        if value is not None and not (_is_int(value) and value >= low):
+            yield ValidationError(f"{where}.{name}", f"must be an integer >= {low} {unit}", value)
+    for name, choices in (("jitter_dist", JITTER_DISTS), ("queue", QUEUE_KINDS)):
+        value = getattr(params, name)
+        if value is not None and value not in choices:
+            yield ValidationError(f"{where}.{name}", "unknown value", value, list(choices))
+    if params.reorder is not None and not isinstance(params.reorder, bool):
+        yield ValidationError(f"{where}.reorder", "must be true or false", params.reorder)
+    yield from _check_loss_model(f"{where}.loss", params)
+    if params.trace is not None:
+        yield from _check_trace(f"{where}.trace", params)
     delay = params.delay
     if delay is None and attr != "params" and isinstance(base, LinkParams):
         delay = base.delay
@@ -249,14 +301,43 @@ def _check_params(where: str, params: object, base: LinkParams, attr: str) -> Pr
         )
 
 
-def _check_quantity(field: str, value: object) -> Problems:
+def _check_loss_model(field: str, params: LinkParams) -> Problems:
+    model = params.loss_model
+    if model is None:
+        return
+    if not isinstance(model, GilbertElliott):
+        yield ValidationError(field, "must be a percentage or a GilbertElliott model", model)
+        return
+    if params.loss is not None:
+        yield ValidationError(
+            field, "give either a loss percentage or a Gilbert-Elliott model, not both", model
+        )
+    for key in ("p", "r", "loss_good", "loss_bad"):
+        yield from _check_quantity(f"{field}.{key}", getattr(model, key), "percent")
+    if _is_number(model.r) and model.r == 0:
+        yield ValidationError(f"{field}.r", "must be positive (the bad state would never end)", 0)
+
+
+def _check_trace(field: str, params: LinkParams) -> Problems:
+    if params.bw is not None:
+        yield ValidationError(field, "a trace sets the rate: give either bw or trace", params.trace)
+    from fidelnet.links.trace import read_trace  # links imports this module
+
+    try:
+        read_trace(field, str(params.trace))
+    except ValidationError as exc:
+        yield exc
+
+
+def _check_quantity(field: str, value: object, unit: str | None = None) -> Problems:
     if value is None:
         return
     name = field.rsplit(".", 1)[1]
+    unit = unit or _UNITS[name]
     if not _is_number(value):
         yield ValidationError(
             field,
-            f"must be a number in {_UNITS[name]} (parse text with fidelnet.topology.units)",
+            f"must be a number in {unit} (parse text with fidelnet.topology.units)",
             value,
         )
     elif math.isnan(value) or math.isinf(value):
@@ -265,7 +346,7 @@ def _check_quantity(field: str, value: object) -> Problems:
         yield ValidationError(field, "must not be negative", value)
     elif name == "bw" and value == 0:
         yield ValidationError(field, "must be positive (a rate of 0 would carry nothing)", value)
-    elif name == "loss" and value > 100:
+    elif unit == "percent" and value > 100:
         yield ValidationError(field, "must be at most 100 (percent)", value)
 
 

@@ -1,0 +1,265 @@
+//! Endpoints: where an engine link's frames enter and leave the kernel.
+//!
+//! The daemon only needs three things of an endpoint: a file descriptor to
+//! wait on, a non-blocking "read one frame" and a "write one frame". Those
+//! are the [`Endpoint`] trait; an [`Opener`] creates endpoints from the
+//! [`EndpointSpec`] of a control request. The only implementation is
+//! [`TapOpener`] (TAP devices); the unit tests substitute datagram socket
+//! pairs, and an AF_PACKET-on-veth endpoint would slot in the same way.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::sched::{setns, CloneFlags};
+use serde::Deserialize;
+
+/// Longest interface name Linux accepts (`IFNAMSIZ` - 1).
+pub const MAX_IFNAME: usize = 15;
+
+/// Where an endpoint lives: a network namespace and an interface name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    /// A network namespace file, normally `/run/netns/NAME`. Absent: the
+    /// daemon's own namespace.
+    #[serde(default)]
+    pub netns: Option<PathBuf>,
+    /// Name of the interface to create in that namespace.
+    pub ifname: String,
+}
+
+impl EndpointSpec {
+    /// Check the spec's shape; `side` (`"a"` or `"b"`) prefixes the message.
+    pub fn validate(&self, side: &str) -> Result<(), String> {
+        let name = &self.ifname;
+        if name.is_empty() || name.len() > MAX_IFNAME {
+            return Err(format!(
+                "{side}.ifname: {name:?} must be 1 to {MAX_IFNAME} bytes long"
+            ));
+        }
+        if name == "." || name == ".." {
+            return Err(format!(
+                "{side}.ifname: {name:?} is not a valid interface name"
+            ));
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|&c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+        {
+            return Err(format!(
+                "{side}.ifname: {name:?} contains {c:?}, which an interface name may not"
+            ));
+        }
+        if let Some(ns) = &self.netns {
+            if ns.as_os_str().is_empty() {
+                return Err(format!(
+                    "{side}.netns: empty path (omit the field for the daemon's own namespace)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `netns:ifname`, for log lines.
+    pub fn describe(&self) -> String {
+        match &self.netns {
+            Some(ns) => format!("{}:{}", ns.display(), self.ifname),
+            None => format!("(own netns):{}", self.ifname),
+        }
+    }
+}
+
+/// One end of an engine link, as the event loop sees it.
+///
+/// Implementations are non-blocking: `recv` returns
+/// [`io::ErrorKind::WouldBlock`] when no frame is waiting. Dropping the
+/// endpoint releases it (for a TAP device: destroys the interface).
+pub trait Endpoint: AsFd {
+    /// Read one frame into `buf`, returning its length.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Write one frame.
+    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+}
+
+/// Creates endpoints.
+pub trait Opener {
+    /// The endpoints this opener creates.
+    type Endpoint: Endpoint;
+    /// Name of the endpoint kind, reported by `hello` (`"tap"`).
+    fn kind(&self) -> &'static str;
+    /// Create the endpoint `spec` describes. The error names the problem;
+    /// `side` (`"a"` or `"b"`) is the field to blame.
+    fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Self::Endpoint, String>;
+}
+
+/// A TAP device (`IFF_TAP | IFF_NO_PI`): every `read` is one Ethernet frame
+/// the namespace's stack sent out of the interface, every `write` one frame
+/// it receives. Closing the descriptor destroys the device.
+#[derive(Debug)]
+pub struct Tap {
+    file: File,
+}
+
+impl AsFd for Tap {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl Endpoint for Tap {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&self.file).read(buf)
+    }
+
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        // A TAP write takes the whole frame or fails; a short count would be
+        // a kernel bug, reported rather than retried.
+        let n = (&self.file).write(frame)?;
+        if n == frame.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write: {n} of {} bytes", frame.len()),
+            ))
+        }
+    }
+}
+
+nix::ioctl_write_ptr_bad!(tunsetiff, libc::TUNSETIFF, libc::ifreq);
+
+/// Creates TAP devices, each in the network namespace its spec names.
+#[derive(Debug)]
+pub struct TapOpener {
+    /// The daemon's own network namespace, returned to after each creation.
+    home: File,
+}
+
+impl TapOpener {
+    /// Remember the current network namespace (the daemon's).
+    pub fn new() -> io::Result<Self> {
+        let home = File::open("/proc/thread-self/ns/net")?;
+        Ok(Self { home })
+    }
+
+    /// Run `f` inside the network namespace `netns` (or the current one),
+    /// then return to the daemon's own namespace.
+    ///
+    /// `setns` changes the namespace of the calling thread only; the daemon
+    /// is single-threaded, so nothing else observes the switch.
+    fn in_netns<T>(
+        &self,
+        netns: Option<&Path>,
+        side: &str,
+        f: impl FnOnce() -> Result<T, String>,
+    ) -> Result<T, String> {
+        let Some(path) = netns else { return f() };
+        let target = File::open(path)
+            .map_err(|e| format!("{side}.netns: cannot open {}: {e}", path.display()))?;
+        setns(&target, CloneFlags::CLONE_NEWNET).map_err(|e| match e {
+            Errno::EINVAL => format!(
+                "{side}.netns: {} is not a network namespace",
+                path.display()
+            ),
+            e => format!("{side}.netns: cannot enter {}: {e}", path.display()),
+        })?;
+        let result = f();
+        if let Err(e) = setns(&self.home, CloneFlags::CLONE_NEWNET) {
+            // Carrying on in the wrong namespace would create every later
+            // device in the wrong place: stop (the panic exits non-zero).
+            panic!("cannot return to the daemon's network namespace: {e}");
+        }
+        result
+    }
+}
+
+impl Opener for TapOpener {
+    type Endpoint = Tap;
+
+    fn kind(&self) -> &'static str {
+        "tap"
+    }
+
+    fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Tap, String> {
+        spec.validate(side)?;
+        self.in_netns(spec.netns.as_deref(), side, || {
+            create_tap(&spec.ifname, side)
+        })
+    }
+}
+
+/// Create TAP device `ifname` in the current network namespace.
+fn create_tap(ifname: &str, side: &str) -> Result<Tap, String> {
+    // TUNSETIFF on the name of an existing *persistent* TAP device attaches
+    // to it instead of creating a new one, and closing would then leave it
+    // behind: insist on a fresh name.
+    if nix::net::if_::if_nametoindex(ifname).is_ok() {
+        return Err(format!(
+            "{side}.ifname: an interface named {ifname:?} already exists in that namespace"
+        ));
+    }
+    // Opened after entering the namespace: the device is created in the
+    // namespace of the process that opened /dev/net/tun.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open("/dev/net/tun")
+        .map_err(|e| format!("{side}: cannot open /dev/net/tun: {e}"))?;
+    // SAFETY: `ifreq` is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, &src) in req.ifr_name.iter_mut().zip(ifname.as_bytes()) {
+        *dst = src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    // SAFETY: `file` is an open /dev/net/tun descriptor and `req` a valid,
+    // NUL-terminated (the name is at most 15 bytes) ifreq that outlives the
+    // call.
+    unsafe { tunsetiff(std::os::fd::AsRawFd::as_raw_fd(&file), &req) }
+        .map_err(|e| format!("{side}.ifname: cannot create TAP device {ifname:?}: {e}"))?;
+    Ok(Tap { file })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(netns: Option<&str>, ifname: &str) -> EndpointSpec {
+        EndpointSpec {
+            netns: netns.map(PathBuf::from),
+            ifname: ifname.to_owned(),
+        }
+    }
+
+    #[test]
+    fn ifname_rules() {
+        assert!(spec(Some("/run/netns/x"), "eth0").validate("a").is_ok());
+        assert!(spec(None, "a23456789012345").validate("a").is_ok());
+        for (bad, needle) in [
+            ("", "1 to 15 bytes"),
+            ("a234567890123456", "1 to 15 bytes"),
+            ("..", "not a valid"),
+            ("a/b", "'/'"),
+            ("a b", "' '"),
+            ("eth0:1", "':'"),
+        ] {
+            let e = spec(None, bad).validate("b").unwrap_err();
+            assert!(e.starts_with("b.ifname: "), "{e}");
+            assert!(e.contains(needle), "{e}");
+        }
+        let e = spec(Some(""), "x").validate("a").unwrap_err();
+        assert!(e.starts_with("a.netns: "), "{e}");
+    }
+
+    #[test]
+    fn spec_rejects_unknown_fields() {
+        let e = serde_json::from_str::<EndpointSpec>(r#"{"ifname":"x","ns":"/a"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `ns`"), "{e}");
+        let s: EndpointSpec = serde_json::from_str(r#"{"ifname":"x"}"#).unwrap();
+        assert_eq!(s, spec(None, "x"));
+    }
+}

@@ -1,0 +1,150 @@
+//! `fidelnet-linkd`: the link-engine daemon of fidelnet.
+//!
+//! One daemon per emulation run. It owns both endpoints (TAP devices) of
+//! every engine link and moves each frame from one endpoint to the other
+//! through a [`link_core::Direction`], which decides when (and whether) it
+//! leaves. It is driven over a unix control socket, one JSON object per
+//! line. See `docs/linkd.md` for the protocol and the design.
+
+mod daemon;
+mod endpoint;
+mod protocol;
+mod socket;
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+use crate::daemon::{Config, Daemon};
+use crate::endpoint::TapOpener;
+
+/// Write one line to stderr, prefixed with the program's name. A broken
+/// stderr is ignored: logging must never stop the daemon.
+pub(crate) fn log_line(args: fmt::Arguments<'_>) {
+    if cfg!(test) {
+        // Captured by the test harness, unlike a direct write.
+        eprintln!("fidelnet-linkd: {args}");
+    } else {
+        let _ = writeln!(std::io::stderr().lock(), "fidelnet-linkd: {args}");
+    }
+}
+
+/// Log one event: `log!("link {name:?} added")`.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => { $crate::log_line(format_args!($($arg)*)) };
+}
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fidelnet-linkd",
+    version,
+    about = "fidelnet link-engine daemon: moves frames between TAP endpoints through link-core",
+    long_about = None
+)]
+struct Cli {
+    /// Path of the control socket to create (mode 0600). The daemon refuses
+    /// to start if it exists. It appears only once the daemon accepts
+    /// connections, and is removed at exit.
+    #[arg(long, value_name = "PATH")]
+    control: PathBuf,
+
+    /// PID of the process that started the daemon. The daemon exits at once
+    /// if that is not its parent (the parent is already gone), and receives
+    /// SIGTERM (a clean shutdown) when the parent dies.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    parent_pid: Option<i32>,
+
+    /// Frames read from one endpoint per wakeup before serving the others.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    batch: u32,
+
+    /// Busy-wait instead of sleeping when the next departure is at most this
+    /// many microseconds away (0: always sleep on the timer). Trades CPU for
+    /// lower timer wakeup latency.
+    #[arg(long, value_name = "US", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    spin_us: u64,
+
+    /// Queue limit, in packets, for a direction that sets neither
+    /// queue_packets nor queue_bytes (0: leave such queues unlimited).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    default_queue_packets: u32,
+}
+
+fn main() -> ExitCode {
+    // Exit code 2 on a bad command line (clap's convention), 0 for --help.
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            log!("fatal: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    // Termination signals become events in the loop (clean shutdown). They
+    // are blocked before anything that needs cleaning up exists.
+    let mut mask = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(sig);
+    }
+    mask.thread_block()
+        .map_err(|e| format!("cannot block signals: {e}"))?;
+    let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| format!("cannot create a signalfd: {e}"))?;
+
+    if let Some(parent) = cli.parent_pid {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+            .map_err(|e| format!("cannot set the parent-death signal: {e}"))?;
+        // Checked after the prctl: a parent that dies from here on sends
+        // SIGTERM, one that died before shows in getppid.
+        let actual = nix::unistd::getppid().as_raw();
+        if actual != parent {
+            return Err(format!(
+                "--parent-pid {parent} is not the parent (getppid() = {actual}); \
+                 it has probably exited already"
+            ));
+        }
+    }
+    // Timer expiries are not deferred to coalesce wakeups.
+    nix::sys::prctl::set_timerslack(1).map_err(|e| format!("cannot set the timer slack: {e}"))?;
+
+    let opener =
+        TapOpener::new().map_err(|e| format!("cannot open the own network namespace: {e}"))?;
+    let config = Config {
+        batch: cli.batch as usize,
+        spin_ns: cli.spin_us * 1000,
+        default_queue_packets: (cli.default_queue_packets > 0).then_some(cli.default_queue_packets),
+    };
+    let (listener, mut socket_file) = socket::bind(&cli.control)?;
+    let mut daemon = Daemon::new(opener, config, Some(listener), Some(signals))
+        .map_err(|e| format!("cannot set up the event loop: {e}"))?;
+    socket_file.publish()?;
+    log!(
+        "ready: pid {}, control socket {}, batch {}, spin {} us",
+        std::process::id(),
+        cli.control.display(),
+        cli.batch,
+        cli.spin_us
+    );
+    let result = daemon.run().map_err(|e| format!("event loop failed: {e}"));
+    let reason = daemon.shutdown_reason().unwrap_or("error").to_owned();
+    drop(daemon);
+    drop(socket_file);
+    result?;
+    log!("exiting ({reason})");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

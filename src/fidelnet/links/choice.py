@@ -1,0 +1,89 @@
+"""Which backend carries a link: ``tc`` (the kernel), ``engine`` (linkd), or a bare
+veth pair when nothing is asked of the link.
+
+:func:`tc_gaps` lists, for one direction's parameters, what the ``tc`` backend cannot
+honour on a kernel with the qdiscs in ``caps``; :func:`choose` applies the link's
+requested backend: ``tc`` must honour everything or the run stops with an error
+that names the missing piece and the engine as the alternative; ``engine`` is
+taken as asked; ``auto`` takes ``tc`` when it can do all that is asked (and a plain
+veth pair when nothing is asked), the engine otherwise. The reason for each choice
+is kept, recorded in the run state and reported with results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fidelnet.errors import UnsupportedError
+from fidelnet.kernel.tc import HTB_MAX_RATE
+from fidelnet.topology.spec import LinkParams
+
+__all__ = ["NEEDS_QDISCS", "Choice", "choose", "tc_gaps"]
+
+Backend = Literal["veth", "tc", "engine"]
+
+NEEDS_QDISCS: tuple[str, ...] = ("htb", "netem", "pfifo", "bfifo")
+"""The qdiscs the tc backend may use; probed once per run when a link needs shaping."""
+
+_NETEM_FIELDS = ("delay", "jitter", "loss", "duplicate", "corrupt")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend of one link and why it was chosen."""
+
+    backend: Backend
+    reason: str
+
+
+def tc_gaps(params: LinkParams, caps: frozenset[str]) -> list[str]:
+    """What the tc backend cannot do for ``params`` on a kernel with ``caps``."""
+    gaps: list[str] = []
+    netem = [f for f in _NETEM_FIELDS if getattr(params, f)]
+    if netem and "netem" not in caps:
+        gaps.append(f"{', '.join(netem)} need sch_netem, which this kernel lacks")
+    if params.bw is not None and params.bw > HTB_MAX_RATE:
+        gaps.append(f"bw above {HTB_MAX_RATE / 1e9:.1f} Gbit/s (HTB's 32-bit rate)")
+    if params.bw is not None and "htb" not in caps:
+        gaps.append("bw needs sch_htb, which this kernel lacks")
+    if params.jitter and not params.reorder:
+        gaps.append("jitter without reordering (netem reorders jittered packets)")
+    if params.jitter_dist == "normal":
+        gaps.append("normal jitter (netem distribution tables are not loaded by this backend)")
+    for name, what in (
+        ("loss_model", "Gilbert-Elliott loss"),
+        ("trace", "a delivery trace"),
+        ("overhead", "per-packet overhead"),
+        ("seed", "a seed (netem's random choices cannot be seeded)"),
+    ):
+        if getattr(params, name) is not None:
+            gaps.append(what)
+    if params.queue == "hifi":
+        gaps.append("the hifi queue")
+    if (params.max_queue_size or params.queue_bytes) and params.bw is None:
+        gaps.append("a queue limit without bw (a veth queue never builds up)")
+    return gaps
+
+
+def choose(
+    requested: str, ab: LinkParams, ba: LinkParams, caps: frozenset[str], where: str
+) -> Choice:
+    """The backend for a link whose directions have ``ab`` and ``ba``."""
+    if requested == "engine":
+        return Choice("engine", "asked for")
+    empty = ab.is_empty() and ba.is_empty()
+    gaps = sorted(set(tc_gaps(ab, caps)) | set(tc_gaps(ba, caps)))
+    if requested == "tc":
+        if gaps:
+            raise UnsupportedError(
+                "; ".join(gaps),
+                f"{where} (backend tc)",
+                "the engine backend does all of this: choose backend 'engine' or 'auto'",
+            )
+        return Choice("tc", "asked for")
+    if empty:
+        return Choice("veth", "nothing asked of the link")
+    if not gaps:
+        return Choice("tc", "the kernel can do all that is asked")
+    return Choice("engine", "tc cannot: " + "; ".join(gaps))

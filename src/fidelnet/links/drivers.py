@@ -1,0 +1,149 @@
+"""How a running link applies parameters, goes down and up, and reports counters:
+one driver per backend.
+
+- :class:`TcDriver` (backends ``tc`` and ``veth``): qdiscs on each end's egress;
+  a change that the kernel cannot do (delay without ``sch_netem``) is refused before
+  anything changes, naming the engine as the alternative.
+- :class:`EngineDriver` (backend ``engine``): requests to the run's ``linkd``; both
+  directions change in one request, which the daemon applies whole or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.errors import UnsupportedError
+from fidelnet.kernel import tc
+from fidelnet.links import tcshape
+from fidelnet.links.choice import Choice, tc_gaps
+from fidelnet.links.engine import LinkEngine
+from fidelnet.links.engine_params import direction_seed, to_engine
+from fidelnet.topology.spec import LinkParams
+
+if TYPE_CHECKING:
+    from fidelnet.nodes.intf import Interface
+
+__all__ = ["EngineDriver", "LinkDriver", "TcDriver"]
+
+
+class LinkDriver:
+    """The backend side of one link."""
+
+    def __init__(self, choice: Choice) -> None:
+        self.choice = choice
+
+    @property
+    def backend(self) -> str:
+        return self.choice.backend
+
+    def apply(
+        self,
+        ends: tuple[Interface, Interface],
+        ab: LinkParams | None,
+        ba: LinkParams | None,
+        where: str,
+        *,
+        initial: bool = False,
+    ) -> None:
+        """Apply new full parameters to the directions given (None: unchanged)."""
+        raise NotImplementedError
+
+    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
+        for intf in ends:
+            intf.node.netlink().set_link(intf.index, state="up" if up else "down")
+
+    def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend, "reason": self.choice.reason}
+
+    def remove(self) -> None:
+        """Forget the link's backend state before its interfaces are deleted."""
+
+
+class TcDriver(LinkDriver):
+    """Kernel qdiscs (or, until something is asked, a bare veth pair)."""
+
+    def __init__(self, choice: Choice, caps: frozenset[str]) -> None:
+        super().__init__(choice)
+        self.caps = caps
+
+    def apply(
+        self,
+        ends: tuple[Interface, Interface],
+        ab: LinkParams | None,
+        ba: LinkParams | None,
+        where: str,
+        *,
+        initial: bool = False,
+    ) -> None:
+        pairs = [(intf, p) for intf, p in zip(ends, (ab, ba), strict=True) if p is not None]
+        gaps = sorted({g for _, p in pairs for g in tc_gaps(p, self.caps)})
+        if gaps:
+            raise UnsupportedError(
+                "; ".join(gaps),
+                f"{where} (built on the {self.backend} backend)",
+                "the engine backend does all of this; a link keeps the backend it was "
+                "built with, so build it with backend 'engine' to change it this way",
+            )
+        for intf, params in pairs:
+            nl = intf.node.netlink()
+            if params.is_empty():
+                if not initial:
+                    tc.clear_root(nl, intf.index)
+                continue
+            tcshape.apply(nl, intf.index, params, change=not initial)
+            if self.choice.backend == "veth":
+                self.choice = Choice("tc", "shaped at runtime")
+
+    def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
+        ab, ba = (tc.qdisc_stats(i.node.netlink(), i.index) for i in ends)
+        return {"backend": self.backend, "ab": {"qdiscs": ab}, "ba": {"qdiscs": ba}}
+
+
+class EngineDriver(LinkDriver):
+    """A link carried by the run's link engine daemon."""
+
+    def __init__(self, choice: Choice, engine: LinkEngine, name: str, seed: int) -> None:
+        super().__init__(choice)
+        self.engine = engine
+        self.name = name
+        self.seed = seed
+
+    def engine_params(self, params: LinkParams, direction: str, where: str) -> dict[str, Any]:
+        seed = params.seed if params.seed is not None else self.seed
+        return to_engine(params, direction_seed(seed, f"{self.name}/{direction}"), where)
+
+    def apply(
+        self,
+        ends: tuple[Interface, Interface],
+        ab: LinkParams | None,
+        ba: LinkParams | None,
+        where: str,
+        *,
+        initial: bool = False,
+    ) -> None:
+        del ends, initial
+        self.engine.set_link(
+            self.name,
+            None if ab is None else self.engine_params(ab, "ab", f"{where}.ab"),
+            None if ba is None else self.engine_params(ba, "ba", f"{where}.ba"),
+        )
+
+    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
+        self.engine.set_state(self.name, up)
+        super().set_up(ends, up)
+
+    def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
+        del ends
+        out: dict[str, Any] = dict(self.engine.stats(self.name).get(self.name, {}))
+        out["backend"] = "engine"
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "engine_link": self.name, "seed": self.seed}
+
+    def remove(self) -> None:
+        if self.engine.alive():
+            self.engine.remove_link(self.name)

@@ -1,0 +1,83 @@
+"""The ``tc`` backend: one link direction's parameters as qdiscs on the sending
+interface's egress.
+
+Rate: an HTB class with the burst sized from the rate (:func:`fidelnet.kernel.tc.
+burst_for`), and below it a pfifo (``max_queue_size``) or bfifo (``queue_bytes``).
+Delay, jitter, loss, duplicate and corrupt: netem, below the HTB class when there is
+a rate, else at the root. netem's own limit counts the packets it delays as well as
+those waiting, so it is raised by the packets one bandwidth-delay product holds
+(Mininet's fixed limit drops packets in flight on long fat links). Everything is
+read back after it is set. :func:`fidelnet.links.choice.tc_gaps` has already refused
+what this backend cannot do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fidelnet.kernel import tc
+from fidelnet.kernel.netlink import Netlink
+from fidelnet.topology.spec import LinkParams
+
+__all__ = ["DEFAULT_QUEUE", "apply", "netem_options"]
+
+DEFAULT_QUEUE = 1000
+"""Packets a shaped queue holds when no limit is given (Linux's txqueuelen)."""
+_MTU_FRAME = 1514
+
+
+def netem_options(params: LinkParams) -> dict[str, Any] | None:
+    """pyroute2's netem keywords for ``params``, or None when it needs no netem."""
+    opts: dict[str, Any] = {}
+    if params.delay:
+        opts["delay"] = round(params.delay * 1e6)
+    if params.jitter:
+        opts["jitter"] = round(params.jitter * 1e6)
+    if params.loss:
+        opts["loss"] = params.loss
+    if params.duplicate:
+        opts["duplicate"] = params.duplicate
+    if params.corrupt:
+        opts["prob_corrupt"] = params.corrupt
+    if not opts:
+        return None
+    queue = params.max_queue_size or DEFAULT_QUEUE
+    in_flight = 0
+    if params.bw and params.delay:
+        in_flight = int(params.bw / 8 * (params.delay + (params.jitter or 0)) / _MTU_FRAME) + 1
+    opts["limit"] = queue + in_flight
+    return opts
+
+
+def apply(nl: Netlink, index: int, params: LinkParams, *, change: bool = False) -> None:
+    """Shape interface ``index``'s egress as ``params`` asks. ``change=True`` alters
+    an existing shaping in place where the structure allows it (an HTB rate change
+    keeps its queue); otherwise the root is replaced."""
+    netem = netem_options(params)
+    if change and not _same_structure(nl, index, params, netem):
+        change = False
+    if not change:
+        tc.clear_root(nl, index)
+    if params.bw is not None:
+        queue = params.max_queue_size
+        if netem is None and queue is None and params.queue_bytes is None:
+            queue = DEFAULT_QUEUE
+        tc.set_rate(
+            nl,
+            index,
+            params.bw,
+            None if netem else queue,
+            None if netem else params.queue_bytes,
+            change=change,
+        )
+    if netem is not None:
+        tc.set_netem(nl, index, netem, under_rate=params.bw is not None, change=change)
+
+
+def _same_structure(
+    nl: Netlink, index: int, params: LinkParams, netem: dict[str, Any] | None
+) -> bool:
+    kinds = {q["kind"] for q in tc.qdisc_stats(nl, index)}
+    has_rate = "htb" in kinds
+    has_netem = "netem" in kinds
+    return has_rate == (params.bw is not None) and has_netem == (netem is not None)

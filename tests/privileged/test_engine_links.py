@@ -1,0 +1,166 @@
+"""Engine links on real namespaces: delay, loss, rate, runtime changes, flaps, a
+crash of linkd. Tolerances here are loose; bench/links.py measures precisely."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from fidelnet import Network
+from fidelnet.errors import ValidationError
+from fidelnet.links.engine import LinkEngineError
+from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec
+
+pytestmark = pytest.mark.privileged
+
+H2 = "10.0.0.2"
+
+
+def pair(ab: LinkParams, ba: LinkParams | None = None, backend: str = "engine") -> Network:
+    spec = TopologySpec()
+    spec.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
+    spec.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+    link = LinkSpec("h1", "h2", params_ab=ab, params_ba=ba or LinkParams())
+    link.backend = backend  # type: ignore[assignment]
+    spec.add_link(link)
+    return Network(spec)
+
+
+def ping(
+    net: Network, count: int, interval: float = 0.05, wait: int = 1
+) -> tuple[float, list[float]]:
+    """(percent lost, RTTs in ms) of pings h1 -> h2."""
+    out, err, _ = net["h1"].pexec(
+        ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", str(wait), H2]
+    )
+    m = re.search(r"([\d.]+)% packet loss", out)
+    if m is None and "unreachable" in out + err:
+        return 100.0, []  # the interface is down: nothing was sent
+    assert m, out + err
+    return float(m.group(1)), [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def test_delay_each_direction() -> None:
+    with pair(LinkParams(delay=0.010), LinkParams(delay=0.005)) as net:
+        link = net.links[0]
+        assert link.backend == "engine"
+        ping(net, 1)  # ARP
+        lost, rtts = ping(net, 20)
+        assert lost == 0.0
+        assert min(rtts) >= 15.0, rtts
+        assert sorted(rtts)[len(rtts) // 2] < 16.0, rtts
+        stats = link.stats()
+        assert stats["ab"]["tx_packets"] == stats["ab"]["rx_packets"] >= 21
+        assert stats["ab"]["lateness"]["count"] == stats["ab"]["tx_packets"]
+
+
+def test_random_loss_is_seeded_and_counted() -> None:
+    with pair(LinkParams(loss=10.0, seed=11)) as net:
+        net["h1"].pexec(["ping", "-c", "3", "-i", "0.01", "-W", "1", H2])  # ARP
+        before = net.links[0].stats()["ab"]
+        lost, _ = ping(net, 600, interval=0.002)
+        # 99% binomial interval for 600 trials at p=0.1: about 6.8 %..13.2 %.
+        assert 6.0 <= lost <= 14.0, lost
+        ab = net.links[0].stats()["ab"]
+        arrived = ab["rx_packets"] - before["rx_packets"]
+        dropped = ab["drops"]["loss"] - before["drops"]["loss"]
+        extra = arrived - 600  # ARP and IPv6 neighbour discovery share the link
+        assert 0 <= extra <= 10, arrived
+        assert ab["tx_packets"] - before["tx_packets"] == arrived - dropped
+        lost_pings = round(lost * 6)
+        assert lost_pings <= dropped <= lost_pings + extra  # the model lost every one
+
+
+def _iperf(net: Network, args: list[str]) -> dict[str, Any]:
+    server = net["h2"].popen(["iperf3", "-s", "-1"])
+    try:
+        time.sleep(0.3)
+        out, err, code = net["h1"].pexec(["iperf3", "-c", H2, "-J", *args])
+        assert code == 0, out + err
+        result: dict[str, Any] = json.loads(out)
+        return result
+    finally:
+        server.wait(10)
+
+
+def test_rate_tcp_goodput() -> None:
+    with pair(LinkParams(bw=10e6)) as net:
+        result = _iperf(net, ["-t", "3"])
+        goodput = result["end"]["sum_received"]["bits_per_second"]
+        # TCP payload is 1448 of 1514 bytes per frame: at most 9.57 Mbit/s of goodput.
+        assert 8.5e6 < goodput < 9.6e6, goodput
+        ab = net.links[0].stats()["ab"]
+        assert ab["queue"]["max_packets"] > 0
+
+
+def test_runtime_change_keeps_old_params_on_bad_value() -> None:
+    with pair(LinkParams(delay=0.005), LinkParams(delay=0.005)) as net:
+        link = net.links[0]
+        ping(net, 1)
+        link.set(delay="20ms", direction="h1")
+        _, rtts = ping(net, 5)
+        assert all(25.0 <= r < 27.0 for r in rtts), rtts
+        with pytest.raises(ValidationError, match="at most 100"):
+            link.set(loss="150%")
+        with pytest.raises(ValidationError, match="unknown link parameter"):
+            link.set(latency="1ms")
+        assert link.params("ab") == LinkParams(delay=0.020)
+        _, rtts = ping(net, 5)
+        assert all(25.0 <= r < 27.0 for r in rtts), rtts
+
+
+def test_schedule_and_flap() -> None:
+    with pair(LinkParams(delay=0.002)) as net:
+        link = net.links[0]
+        ping(net, 1)
+        sched = link.schedule([(0.0, {"delay": "30ms"}), (0.2, {"delay": "1ms"})])
+        assert sched.wait(5)
+        assert sched.errors == [] and len(sched.applied) == 2
+        assert link.params("ab").delay == pytest.approx(0.001)
+        assert link.params("ba").delay == pytest.approx(0.001)
+        link.down()
+        lost, _ = ping(net, 3)
+        assert lost == 100.0
+        link.up()
+        time.sleep(0.2)
+        lost, _ = ping(net, 3)
+        assert lost == 0.0
+        with pytest.raises(ValidationError, match="not decreasing"):
+            link.schedule([(1.0, "down"), (0.5, "up")])
+
+
+def test_linkd_crash_is_detected_reported_and_cleaned_up() -> None:
+    net = pair(LinkParams(delay=0.001)).start()
+    try:
+        engine = net.engine
+        assert engine is not None and engine.pid is not None
+        os.kill(engine.pid, signal.SIGKILL)  # the daemon we started, by its pid
+        deadline = time.monotonic() + 5
+        while engine.failure is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert engine.failure is not None
+        assert "killed by signal 9" in engine.failure
+        with pytest.raises(LinkEngineError, match="died unexpectedly"):
+            net.links[0].stats()
+    finally:
+        net.stop()
+    assert net.engine_failure is not None
+
+
+def test_tc_backend_refuses_a_runtime_change_it_cannot_do() -> None:
+    with pair(LinkParams(bw=20e6), backend="auto") as net:
+        link = net.links[0]
+        assert link.backend == "tc"
+        if "netem" in net.kernel_caps():
+            pytest.skip("this kernel has sch_netem")
+        with pytest.raises(Exception, match="sch_netem.*engine"):
+            link.set(delay="5ms")
+        link.set(bw="5Mbit")  # HTB changes in place
+        out, _, _ = net["h1"].pexec(["tc", "class", "show", "dev", "h1-eth0"])
+        assert "rate 5Mbit" in out

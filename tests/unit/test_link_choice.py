@@ -1,0 +1,66 @@
+"""Backend choice: tc when the kernel can do all that is asked, the engine otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from fidelnet.errors import UnsupportedError
+from fidelnet.links.choice import choose, tc_gaps
+from fidelnet.topology.spec import GilbertElliott, LinkParams
+
+FULL = frozenset({"htb", "netem", "pfifo", "bfifo"})
+NO_NETEM = frozenset({"htb", "pfifo", "bfifo"})
+EMPTY = LinkParams()
+
+
+def test_unshaped_link_is_a_plain_veth() -> None:
+    assert choose("auto", EMPTY, EMPTY, NO_NETEM, "l").backend == "veth"
+
+
+def test_rate_only_stays_in_the_kernel() -> None:
+    c = choose("auto", LinkParams(bw=10e6), EMPTY, NO_NETEM, "l")
+    assert c.backend == "tc"
+
+
+def test_delay_without_netem_goes_to_the_engine_and_says_why() -> None:
+    c = choose("auto", LinkParams(delay=0.01), LinkParams(delay=0.01), NO_NETEM, "l")
+    assert c.backend == "engine"
+    assert "sch_netem" in c.reason
+
+
+def test_delay_with_netem_stays_in_the_kernel() -> None:
+    assert choose("auto", LinkParams(delay=0.01), EMPTY, FULL, "l").backend == "tc"
+
+
+def test_tc_requested_but_impossible_names_missing_piece_and_engine() -> None:
+    with pytest.raises(UnsupportedError) as info:
+        choose("tc", LinkParams(delay=0.01, loss=1.0), EMPTY, NO_NETEM, "link h1-s1")
+    msg = str(info.value)
+    assert "sch_netem" in msg and "engine" in msg and "link h1-s1" in msg
+
+
+def test_engine_requested_is_taken_even_without_params() -> None:
+    assert choose("engine", EMPTY, EMPTY, frozenset(), "l").backend == "engine"
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        (LinkParams(delay=0.01, jitter=0.001), "reorders"),
+        (LinkParams(delay=0.01, jitter=0.001, reorder=True, jitter_dist="normal"), "normal"),
+        (LinkParams(loss_model=GilbertElliott(1, 10)), "Gilbert-Elliott"),
+        (LinkParams(bw=1e6, queue="hifi"), "hifi"),
+        (LinkParams(trace="/x"), "trace"),
+        (LinkParams(bw=1e6, seed=3), "seed"),
+        (LinkParams(bw=1e6, overhead=24), "overhead"),
+        (LinkParams(bw=100e9), "32-bit rate"),
+        (LinkParams(max_queue_size=10), "queue limit without bw"),
+    ],
+)
+def test_what_netem_kernels_still_cannot_do(params: LinkParams, needle: str) -> None:
+    gaps = tc_gaps(params, FULL)
+    assert any(needle in g for g in gaps), gaps
+
+
+def test_jitter_with_reordering_allowed_is_fine_for_netem() -> None:
+    assert tc_gaps(LinkParams(delay=0.01, jitter=0.001, reorder=True), FULL) == []
