@@ -82,7 +82,6 @@ class Network:
         self._fabric: str | None = None
         self._fabric_nl: Netlink | None = None
         self._caps: frozenset[str] | None = None
-        self._choices: dict[int, Choice] = {}  # by id(LinkSpec)
         self._drivers: dict[int, LinkDriver] = {}
         self.engine: LinkEngine | None = None
         self.engine_failure: str | None = None
@@ -244,20 +243,24 @@ class Network:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def check_link_params(self, links: list[LinkSpec]) -> None:
+    def check_link_params(self, links: list[LinkSpec]) -> list[Choice]:
         """Choose each link's backend (see :mod:`fidelnet.links.choice`) before any
         kernel object exists; raise when the chosen backend cannot do what is asked
         (``tc`` without ``sch_netem``) or the engine is needed but not installed."""
-        for i, link in enumerate(links):
-            where = f"link {link.a}-{link.b} (links[{i}])"
-            requested = link.backend or self.spec.link_backend
-            ab, ba = link.direction(link.a), link.direction(link.b)
-            unshaped = ab.is_empty() and ba.is_empty()
-            caps = self.kernel_caps() if requested != "engine" and not unshaped else frozenset()
-            choice = choose(requested, ab, ba, caps, where)
-            if choice.backend == "engine":
-                find_linkd()
-            self._choices[id(link)] = choice
+        return [
+            self._choose(link, f"link {link.a}-{link.b} (links[{i}])")
+            for i, link in enumerate(links)
+        ]
+
+    def _choose(self, link: LinkSpec, where: str) -> Choice:
+        requested = link.backend or self.spec.link_backend
+        ab, ba = link.direction(link.a), link.direction(link.b)
+        unshaped = ab.is_empty() and ba.is_empty()
+        caps = self.kernel_caps() if requested != "engine" and not unshaped else frozenset()
+        choice = choose(requested, ab, ba, caps, where)
+        if choice.backend == "engine":
+            find_linkd()
+        return choice
 
     def kernel_caps(self) -> frozenset[str]:
         """The qdiscs the tc backend may use that this kernel has (probed once)."""
@@ -326,9 +329,7 @@ class Network:
         """Create ``link`` (ports and names assigned) on its backend: a veth pair (tc
         shapes it) or two TAP devices of the link engine. Bring both ends up with
         their MACs and addresses and attach them to their nodes."""
-        if id(link) not in self._choices:
-            self.check_link_params([link])
-        choice = self._choices[id(link)]
+        choice = self._choose(link, f"link {link.a}-{link.b}")
         na, nb = self.nodes[link.a], self.nodes[link.b]
         assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
         mark = mark_for(self.run_id)
@@ -474,7 +475,6 @@ class Network:
         self.nodes.clear()
         self.links.clear()
         self._realized.clear()
-        self._choices.clear()
         self._drivers.clear()
         self._restore_handlers()
         with contextlib.suppress(Exception):

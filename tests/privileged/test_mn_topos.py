@@ -53,6 +53,18 @@ def test_iperf_over_a_shaped_link() -> None:
     assert_no_trace(runs)
 
 
+def test_iperf_over_an_engine_link() -> None:
+    code, out, runs = run_mn(
+        ["--topo", "single,2", "--link", "engine,bw=5", "--test", "iperf,seconds=2"]
+    )
+    assert code == 0, out
+    assert "2 link(s) on the engine backend: asked for" in out
+    m = re.search(r"\*\*\* Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
+    assert m, out
+    assert 2.5 < float(m.group(1)) <= 5.0, out  # whole frames count: goodput is below 5
+    assert_no_trace(runs)
+
+
 def test_invalid_topology_exits_2_before_anything_exists() -> None:
     code, out, runs = run_mn(["--topo", "ring,3", "--test", "pingall"])
     assert code == 2

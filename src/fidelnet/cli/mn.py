@@ -30,8 +30,8 @@ from typing import Any
 
 from fidelnet.compat import _context, shim_path
 from fidelnet.compat import log as mlog
+from fidelnet.compat.link import EngineLink, TCIntf, TCLink, TCULink, end_params, preset
 from fidelnet.compat.link import Link as _Link
-from fidelnet.compat.link import TCIntf, TCLink, TCULink, end_params, preset
 from fidelnet.compat.node import (
     Controller,
     CPULimitedHost,
@@ -74,7 +74,13 @@ CONTROLLERS: dict[str, Any] = {
     "remote": RemoteController,
     "none": NullController,
 }
-LINKS: dict[str, Any] = {"default": _Link, "tc": TCLink, "tcu": TCULink, "ovs": _Link}
+LINKS: dict[str, Any] = {
+    "default": _Link,
+    "tc": TCLink,
+    "tcu": TCULink,
+    "ovs": _Link,
+    "engine": EngineLink,
+}
 TESTS = (
     "pingall",
     "pingpair",

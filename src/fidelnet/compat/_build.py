@@ -81,6 +81,7 @@ def _link_spec(mn: Any, info: dict[str, Any], auto: set[str], spec: TopologySpec
         b_ip=p2.get("ip"),
         params_ab=end_params(cls1, {**p1, **link_params}, f"{where}.params1"),
         params_ba=end_params(cls2, {**p2, **link_params}, f"{where}.params2"),
+        backend=getattr(target, "fn_backend", None),
     )
     # An address given for a host's first interface replaces its automatic one.
     for end, port, ip in ((n1, link.a_port, link.a_ip), (n2, link.b_port, link.b_ip)):

@@ -11,7 +11,7 @@ the link engine's TAP pair), then builds the two ``Intf`` objects, whose
 Parameters that the interface classes do not take (``bw=`` on a plain ``Link``)
 draw one warning per link; Mininet ignores them without a word.
 
-Names: :class:`Link`, :class:`TCLink`, :class:`TCULink`, :class:`OVSLink`
+Names: :class:`Link`, :class:`TCLink`, :class:`EngineLink`, :class:`TCULink`, :class:`OVSLink`
 (a plain link here), :class:`Intf`, :class:`TCIntf`, ``OVSIntf`` (= Intf).
 """
 
@@ -26,7 +26,7 @@ from fidelnet.links import Link as _CoreLink
 from fidelnet.links.params import PARAM_NAMES
 from fidelnet.topology.spec import LinkParams, LinkSpec
 
-__all__ = ["Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
+__all__ = ["EngineLink", "Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
 
 OVSIntf = Intf
 
@@ -153,6 +153,7 @@ class Link(_CoreLink):
             b_ip=_ip_or_none(p2.get("ip")),
             params_ab=end_params(cls1, p1, f"{where}.params1"),
             params_ba=end_params(cls2, p2, f"{where}.params2"),
+            backend=getattr(type(self), "fn_backend", None),
         )
         _context.add_link_spec(net, spec)
         try:
@@ -203,6 +204,13 @@ class TCLink(Link):
         kwargs.setdefault("cls1", TCIntf)
         kwargs.setdefault("cls2", TCIntf)
         super().__init__(*args, **kwargs)
+
+
+class EngineLink(TCLink):
+    """fidelnet's own: a TCLink always carried by the link engine (``--link engine``),
+    even when the kernel's tc could shape it."""
+
+    fn_backend = "engine"
 
 
 class TCULink(TCLink):
