@@ -164,3 +164,14 @@ def test_tc_backend_refuses_a_runtime_change_it_cannot_do() -> None:
         link.set(bw="5Mbit")  # HTB changes in place
         out, _, _ = net["h1"].pexec(["tc", "class", "show", "dev", "h1-eth0"])
         assert "rate 5Mbit" in out
+
+
+def test_trace_sets_the_rate(tmp_path: Any) -> None:
+    # One delivery opportunity per millisecond: at most one full frame per ms, i.e.
+    # 1514 * 8 bit/ms = 12.1 Mbit/s of frames, 11.6 Mbit/s of TCP payload.
+    trace = tmp_path / "flat.trace"
+    trace.write_text("".join(f"{t}\n" for t in range(1, 101)))
+    with pair(LinkParams(trace=str(trace))) as net:
+        result = _iperf(net, ["-t", "3"])
+        goodput = result["end"]["sum_received"]["bits_per_second"]
+        assert 9.0e6 < goodput < 11.7e6, goodput
