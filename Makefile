@@ -4,6 +4,7 @@
 #   make test       install, check, cargo test, pytest (privileged tests need root)
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
+#   make bench-links  install, then the link engine's fidelity benchmark (bench/links.py)
 #   make install    apt packages if missing, .venv with fidelnet, fidelnet-exec
 #   make distclean  remove .venv, target and tool caches
 #
@@ -33,7 +34,7 @@ endif
 VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
-                build-essential pkg-config ca-certificates
+                build-essential pkg-config ca-certificates tcpdump
 # The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
 # Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
 # `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.
@@ -49,10 +50,10 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test bench distclean
+.PHONY: help install apt-deps venv native run check test bench bench-links distclean
 
 help:
-	@sed -n '1,8s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '1,9s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 ## install: apt packages, the virtualenv with fidelnet in it, the Rust binaries
 install: apt-deps venv native
@@ -95,6 +96,10 @@ test: install check
 bench: APT_EXTRA = $(APT_BENCH)
 bench: install
 	$(VENV)/bin/python bench/build_teardown.py $(BENCH_ARGS)
+
+## bench-links: link fidelity of the engine against htb and veth (BENCH_ARGS=--quick: shorter)
+bench-links: install
+	$(VENV)/bin/python bench/links.py $(BENCH_ARGS)
 
 ## distclean: remove the virtualenv and cargo's target (`fidelnet clean` is something else:
 ## it removes kernel objects left by stale emulation runs)

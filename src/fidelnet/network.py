@@ -22,6 +22,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import shlex
 import signal
 import threading
 import time
@@ -63,6 +64,7 @@ class Network:
         run_id: str | None = None,
         command: str = "",
         node_classes: dict[str, type[Node]] | None = None,
+        engine_args: list[str] | None = None,
     ) -> None:
         self.spec = spec if spec is not None else TopologySpec()
         if spec is not None:
@@ -84,6 +86,7 @@ class Network:
         self._caps: frozenset[str] | None = None
         self._drivers: dict[int, LinkDriver] = {}
         self.engine: LinkEngine | None = None
+        self.engine_args = engine_args if engine_args is not None else _engine_args_from_env()
         self.engine_failure: str | None = None
         self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)
         self._started = False
@@ -275,7 +278,9 @@ class Network:
         """The run's link engine daemon, started on first use in the fabric namespace."""
         if self.engine is None:
             self._fabric_netlink()
-            engine = LinkEngine(self.run_id, self._fabric, self.state_record)
+            engine = LinkEngine(
+                self.run_id, self._fabric, self.state_record, extra_args=self.engine_args
+            )
             self.engine = engine
             engine.start()
         return self.engine
@@ -503,6 +508,12 @@ class Network:
 
 def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:
     raise SystemExit(128 + signum)
+
+
+def _engine_args_from_env() -> list[str]:
+    """linkd options from ``FIDELNET_LINKD_ARGS`` (e.g. ``--spin-us 50``), split into
+    an argument list (never run through a shell)."""
+    return shlex.split(os.environ.get("FIDELNET_LINKD_ARGS", ""))
 
 
 def _kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:

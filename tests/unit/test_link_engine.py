@@ -100,3 +100,13 @@ def test_shutdown_removes_socket_and_log(engine: LinkEngine) -> None:
     assert not os.path.exists(engine.socket_path)
     assert not os.path.exists(engine.log_path)
     assert engine.proc is not None and engine.proc.returncode == 0
+
+
+def test_linkd_options_come_from_the_network_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fidelnet.network import Network
+
+    monkeypatch.setenv("FIDELNET_LINKD_ARGS", "--spin-us 50 --batch '32'")
+    assert Network().engine_args == ["--spin-us", "50", "--batch", "32"]
+    assert Network(engine_args=["--spin-us", "0"]).engine_args == ["--spin-us", "0"]
