@@ -116,10 +116,12 @@ def test_tclink_delay_runs_on_the_engine_and_bad_values_are_refused() -> None:
         net.start()
         h1 = net["h1"]
         h1.cmd("ping -c1 -W2 10.0.0.2")  # ARP
-        out = h1.cmd("ping -c3 -i0.2 10.0.0.2")
-        times = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
-        # two links, 5 ms each way on each
-        assert len(times) == 3 and all(20.0 <= t < 22.0 for t in times), out
+        out = h1.cmd("ping -c5 -i0.2 10.0.0.2")
+        times = sorted(float(t) for t in re.findall(r"time=([\d.]+) ms", out))
+        # two links, 5 ms each way on each: never below 20 ms, the median close to it
+        # (single pings may meet one of the engine's rare millisecond stalls)
+        assert len(times) == 5 and times[0] >= 20.0, out
+        assert times[2] < 22.0 and times[-1] < 40.0, out
         expected = "tc" if os.path.exists("/sys/module/sch_netem") else "engine"
         assert {link.backend for link in net.links} == {expected}
     finally:
