@@ -359,7 +359,7 @@ class Network:
                 )
                 ia = nla.index(link.a_intf)
             else:
-                driver = TcDriver(choice, self._caps or frozenset())
+                driver = TcDriver(choice, self.kernel_caps)
                 ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
         self.state_record("info", link=name, **driver.describe())
         self._drivers[id(link)] = driver

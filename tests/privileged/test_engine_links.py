@@ -175,3 +175,13 @@ def test_trace_sets_the_rate(tmp_path: Any) -> None:
         result = _iperf(net, ["-t", "3"])
         goodput = result["end"]["sum_received"]["bits_per_second"]
         assert 9.0e6 < goodput < 11.7e6, goodput
+
+
+def test_an_unshaped_link_can_be_shaped_at_runtime() -> None:
+    with pair(LinkParams(), backend="auto") as net:
+        link = net.links[0]
+        assert link.backend == "veth"
+        link.set(bw="5Mbit")  # the kernel's qdiscs are probed only now
+        assert link.backend == "tc"
+        out, _, _ = net["h1"].pexec(["tc", "class", "show", "dev", "h1-eth0"])
+        assert "rate 5Mbit" in out

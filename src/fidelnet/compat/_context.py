@@ -169,7 +169,7 @@ def add_link_spec(net: Network, link: LinkSpec) -> None:
             raise ValidationError(
                 f"link {link.a}-{link.b}", f"interface name {name!r} is already used", name
             )
-    net.check_link_params([link])  # delay/loss need sch_netem
+    net.check_link_params([link])  # the backend can do what the link asks
     net.spec.add_link(link)
     for used, name in spaces:
         if name is not None:

@@ -10,6 +10,7 @@ one driver per backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import UnsupportedError
@@ -65,9 +66,9 @@ class LinkDriver:
 class TcDriver(LinkDriver):
     """Kernel qdiscs (or, until something is asked, a bare veth pair)."""
 
-    def __init__(self, choice: Choice, caps: frozenset[str]) -> None:
+    def __init__(self, choice: Choice, caps: Callable[[], frozenset[str]]) -> None:
         super().__init__(choice)
-        self.caps = caps
+        self.caps = caps  # probed on first need: a bare veth link may never ask
 
     def apply(
         self,
@@ -79,7 +80,9 @@ class TcDriver(LinkDriver):
         initial: bool = False,
     ) -> None:
         pairs = [(intf, p) for intf, p in zip(ends, (ab, ba), strict=True) if p is not None]
-        gaps = sorted({g for _, p in pairs for g in tc_gaps(p, self.caps)})
+        shaped = [p for _, p in pairs if not p.is_empty()]
+        caps = self.caps() if shaped else frozenset()
+        gaps = sorted({g for p in shaped for g in tc_gaps(p, caps)})
         if gaps:
             raise UnsupportedError(
                 "; ".join(gaps),
