@@ -9,6 +9,7 @@ catch one class. The hierarchy::
     ├── KernelError            the kernel refused an operation (netlink, mount, cgroup)
     │   └── UnsupportedError   the kernel or machine lacks a feature that was asked for
     ├── NodeError              a process in a node failed or a node is not usable
+    ├── MeasurementError       a measurement could not be made or its tool failed
     └── StateError             a run's ownership state is missing, corrupt or foreign
 
 Context travels as attributes (``field``, ``value``, ``choices``), and causes are
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 __all__ = [
     "FidelnetError",
     "KernelError",
+    "MeasurementError",
     "NodeError",
     "StateError",
     "UnitError",
@@ -89,3 +91,9 @@ class NodeError(FidelnetError):
 
 class StateError(FidelnetError):
     """A run's ownership state file is missing, unreadable or not ours."""
+
+
+class MeasurementError(FidelnetError):
+    """A measurement could not be made: its tool failed, timed out or produced output
+    that cannot be read. Results the run knows to be distorted are not errors: they
+    carry flags instead."""

@@ -1,0 +1,137 @@
+"""Where a result came from: command line, versions, backends, topology, machine, time.
+
+A number without its provenance cannot be compared with another one; every result
+file carries a :class:`Provenance` header.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fidelnet._version import __version__
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+    from fidelnet.topology.spec import TopologySpec
+
+__all__ = ["Machine", "Provenance", "collect", "machine", "tool_version", "topology_hash"]
+
+
+class Machine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hostname: str
+    kernel: str
+    cpus: int
+    cpu_model: str
+    mem_total_kib: int | None = None
+    virtualized: bool | None = None
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: list[str]
+    time_utc: str
+    fidelnet: str = __version__
+    python: str = platform.python_version()
+    tools: dict[str, str] = Field(default_factory=dict)
+    run_id: str | None = None
+    backends: dict[str, int] = Field(default_factory=dict)
+    topology_hash: str | None = None
+    seed: int | None = None
+    machine: Machine
+
+
+def _first_line_matching(path: str, prefix: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def machine() -> Machine:
+    """This machine: kernel, CPUs, memory, and whether it is a VM (cpuinfo's
+    ``hypervisor`` flag)."""
+    flags = _first_line_matching("/proc/cpuinfo", "flags") or ""
+    mem = _first_line_matching("/proc/meminfo", "MemTotal")
+    return Machine(
+        hostname=platform.node(),
+        kernel=platform.release(),
+        cpus=os.cpu_count() or 1,
+        cpu_model=_first_line_matching("/proc/cpuinfo", "model name") or platform.machine(),
+        mem_total_kib=int(mem.split()[0]) if mem else None,
+        virtualized=("hypervisor" in flags.split()) if flags else None,
+    )
+
+
+def tool_version(argv: list[str]) -> str | None:
+    """First line of ``argv``'s output (``[tool, "--version"]``), or None."""
+    if shutil.which(argv[0]) is None and not os.access(argv[0], os.X_OK):
+        return None
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (p.stdout or p.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def topology_hash(spec: TopologySpec) -> str:
+    """SHA-256 of the topology's canonical JSON: equal topologies, equal hashes."""
+
+    def default(o: Any) -> Any:
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        return str(o)
+
+    doc = json.dumps(dataclasses.asdict(spec), sort_keys=True, default=default)
+    return "sha256:" + hashlib.sha256(doc.encode()).hexdigest()
+
+
+def collect(
+    net: Network | None = None,
+    *,
+    command: list[str] | None = None,
+    tools: dict[str, str] | None = None,
+) -> Provenance:
+    """Provenance for a result measured now, on ``net`` if given."""
+    backends: dict[str, int] = {}
+    run_id = topo = None
+    seed = None
+    if net is not None:
+        counts = Counter(f"link:{link.backend}" for link in net.links)
+        counts.update(f"node:{n.kind}" for n in net)
+        backends = dict(sorted(counts.items()))
+        topo = topology_hash(net.spec)
+        seed = net.seed
+        try:
+            run_id = net.run_id
+        except Exception:
+            run_id = None
+    return Provenance(
+        command=list(command) if command is not None else list(sys.argv),
+        time_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        tools=dict(tools or {}),
+        run_id=run_id,
+        backends=backends,
+        topology_hash=topo,
+        seed=seed,
+        machine=machine(),
+    )

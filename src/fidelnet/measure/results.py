@@ -1,0 +1,273 @@
+"""Typed measurement results and the result file that carries them.
+
+Every measurement returns one of the models below. Saved, a result becomes a
+:class:`ResultFile`: ``{"schema": "fidelnet.result/1", "kind": ..., "provenance":
+{...}, "floor": {...} | null, "result": {...}}``, one JSON file per measurement in a
+results directory, which ``fidelnet report DIR`` renders.
+
+Units are in the field names: ``_ns`` nanoseconds, ``_s`` seconds, ``_pps`` packets
+per second, ``_bps`` bits per second. Latency histograms travel as ``hdr``: a
+base64 string of the HdrHistogram V2 compressed encoding (values in ns), which any
+HdrHistogram implementation decodes (:func:`fidelnet.measure.latency.decode`).
+
+A result the run knows to be distorted is not an error: it carries :class:`Flag`
+entries (a stable ``code`` and a sentence for people), and the report shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fidelnet.measure.provenance import Provenance
+
+__all__ = [
+    "SCHEMA",
+    "Flag",
+    "FloorSummary",
+    "Interval",
+    "LatencySummary",
+    "Result",
+    "ResultFile",
+    "SelftestResult",
+    "TcpFlowResult",
+    "TcpInterval",
+    "TcpResult",
+    "Trial",
+    "UdpFlowResult",
+    "UdpResult",
+    "ZeroLossResult",
+    "load_result",
+    "save_result",
+]
+
+SCHEMA = "fidelnet.result/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Flag(_Model):
+    """Something the run knows about a number: ``code`` is stable (for scripts),
+    ``message`` says what and why."""
+
+    code: str
+    message: str
+
+
+class LatencySummary(_Model):
+    """One-way latency percentiles in ns; ``hdr`` is the whole histogram."""
+
+    count: int
+    min_ns: int
+    mean_ns: float
+    p50_ns: int
+    p90_ns: int
+    p99_ns: int
+    p999_ns: int
+    p9999_ns: int
+    max_ns: int
+    hdr: str | None = None
+
+
+class Interval(_Model):
+    """One step of the receiver's series (``t_s`` from the first received packet)."""
+
+    t_s: float
+    packets: int
+    frame_bytes: int
+    rate_pps: float
+    rate_bps: float
+    latency_max_ns: int | None = None
+    latency_p50_ns: int | None = None
+    latency_p99_ns: int | None = None
+
+
+class UdpFlowResult(_Model):
+    id: int
+    src: str
+    dst: str
+    dst_addr: str
+    sent: int
+    received: int
+    unique: int
+    lost: int
+    loss_ratio: float
+    duplicates: int
+    reordered: int
+    latency: LatencySummary
+
+
+class UdpResult(_Model):
+    """A pktgen run: what was asked, what the sender did, what the receiver saw."""
+
+    kind: Literal["udp"] = "udp"
+    src: str
+    dst: str
+    size: int
+    pattern: str
+    burst: int | None = None
+    requested_pps: float
+    achieved_pps: float
+    rate_reached: bool
+    duration_s: float
+    sent: int
+    received: int
+    unique: int
+    lost: int
+    loss_ratio: float
+    duplicates: int
+    reordered: int
+    malformed: int
+    socket_drops: int
+    receive_pps: float
+    latency: LatencySummary
+    flows: list[UdpFlowResult]
+    intervals: list[Interval]
+    interval_s: float
+    sender_cpu: int | None = None
+    receiver_cpu: int | None = None
+    hdr_log: str | None = None
+    flags: list[Flag] = Field(default_factory=list)
+
+
+class Trial(_Model):
+    """One trial of a zero-loss search."""
+
+    rate_pps: float
+    achieved_pps: float
+    sent: int
+    received: int
+    loss_ratio: float
+    generator_limited: bool
+    socket_drops: int
+    latency: LatencySummary
+
+
+class ZeroLossResult(_Model):
+    """RFC 2544 throughput search plus NDR/PDR (FD.io CSIT): the highest rate with no
+    loss (NDR) and with at most ``pdr_loss`` (PDR, a ratio), every trial kept."""
+
+    kind: Literal["zero_loss"] = "zero_loss"
+    src: str
+    dst: str
+    size: int
+    pattern: str
+    burst: int | None = None
+    trial_s: float
+    resolution_pps: float
+    low_pps: float
+    high_pps: float
+    pdr_loss: float
+    ndr_pps: float
+    pdr_pps: float
+    generator_max_pps: float | None = None
+    trials: list[Trial]
+    flags: list[Flag] = Field(default_factory=list)
+
+
+class FloorSummary(_Model):
+    """The measurement's own floor (``fidelnet measure selftest`` over a bare veth
+    pair): the smallest latency it can see and the highest rate it can make."""
+
+    latency_p50_ns: int
+    latency_p999_ns: int
+    latency_max_ns: int
+    max_send_pps: float
+    max_zero_loss_pps: float | None = None
+    measured_at: str
+    source: str
+
+
+class SelftestResult(_Model):
+    kind: Literal["selftest"] = "selftest"
+    size: int
+    runs: list[UdpResult]
+    max_send_pps: float
+    max_zero_loss_pps: float | None = None
+    floor: FloorSummary
+    flags: list[Flag] = Field(default_factory=list)
+
+
+class TcpInterval(_Model):
+    t_s: float
+    goodput_bps: float
+
+
+class TcpFlowResult(_Model):
+    """One iperf3 flow: the receiver's goodput is the figure; the sender's is kept to
+    show the discrepancy."""
+
+    src: str
+    dst: str
+    port: int
+    sender_bps: float
+    receiver_bps: float
+    goodput_bps: float
+    retransmits: int | None = None
+    window_bytes: int | None = None
+    intervals: list[TcpInterval]
+    warmup_s: float
+
+
+class TcpResult(_Model):
+    kind: Literal["tcp"] = "tcp"
+    duration_s: float
+    interval_s: float
+    warmup_s: float
+    flows: list[TcpFlowResult]
+    total_goodput_bps: float
+    jain: float | None = None
+    bottleneck_bps: float | None = None
+    suggested_window_bytes: int | None = None
+    window_applied: bool = False
+    note: str | None = None
+    flags: list[Flag] = Field(default_factory=list)
+
+
+Result = Annotated[
+    UdpResult | ZeroLossResult | SelftestResult | TcpResult,
+    Field(discriminator="kind"),
+]
+
+
+class ResultFile(_Model):
+    """What a result JSON file holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_: Literal["fidelnet.result/1"] = Field(default=SCHEMA, alias="schema")
+    kind: str
+    name: str
+    provenance: Provenance
+    floor: FloorSummary | None = None
+    result: Result
+
+
+def save_result(
+    path: str | os.PathLike[str],
+    name: str,
+    result: UdpResult | ZeroLossResult | SelftestResult | TcpResult,
+    provenance: Provenance,
+    floor: FloorSummary | None = None,
+) -> Path:
+    """Write ``result`` as a :class:`ResultFile` to ``path`` (a file, or a directory
+    in which ``<name>.json`` is written). Returns the file's path."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / f"{name}.json"
+    doc = ResultFile(kind=result.kind, name=name, provenance=provenance, floor=floor, result=result)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc.model_dump(mode="json", by_alias=True), indent=1) + "\n")
+    tmp.replace(target)
+    return target
+
+
+def load_result(path: str | os.PathLike[str]) -> ResultFile:
+    """Read a result file back (validated; a clear error names the bad field)."""
+    return ResultFile.model_validate_json(Path(path).read_text())
