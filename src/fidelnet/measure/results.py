@@ -241,7 +241,7 @@ class ResultFile(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    schema_: Literal["fidelnet.result/1"] = Field(default=SCHEMA, alias="schema")
+    schema_: Literal["fidelnet.result/1"] = Field(default="fidelnet.result/1", alias="schema")
     kind: str
     name: str
     provenance: Provenance
