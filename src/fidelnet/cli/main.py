@@ -2,7 +2,9 @@
 
 Subcommands: ``mn`` (Mininet's ``mn``, options and scripts), ``clean`` (remove
 what stale runs own), ``compat-path`` (the directory holding the ``mininet``
-package shim), ``runs`` (list runs with state files).
+package shim), ``runs`` (list runs with state files), ``measure`` (the
+generator's floor), ``bench`` (benchmarks beside Mininet), ``report`` (an HTML
+page from a results directory).
 """
 
 from __future__ import annotations
@@ -95,6 +97,22 @@ def mn(args: tuple[str, ...]) -> None:
     from fidelnet.cli.mn import run_mn
 
     sys.exit(run_mn(list(args)))
+
+
+def _register() -> None:
+    from fidelnet.cli.bench import bench
+    from fidelnet.cli.measure import measure
+
+    cli.add_command(measure)
+    cli.add_command(bench)
+    try:
+        from fidelnet.cli.report import report
+    except ImportError:  # the report command lands with the report package
+        return
+    cli.add_command(report)
+
+
+_register()
 
 
 def main() -> None:

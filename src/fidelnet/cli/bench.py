@@ -1,0 +1,123 @@
+"""``fidelnet bench``: benchmarks against stock Mininet, measured in the same run."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fidelnet.errors import ValidationError
+
+__all__ = ["bench"]
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise ValidationError("--rates", "must be comma-separated kpps numbers", text) from exc
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks beside stock Mininet: `line` (the CIMininet 7-node line)."""
+
+
+@bench.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results directory (default fidelnet-results/line-TIME).",
+)
+@click.option("--routers", type=click.IntRange(2, 64), default=7, show_default=True)
+@click.option(
+    "--rates",
+    default="50,100,200,300,500,700,900,1000",
+    show_default=True,
+    help="Offered rates in kpackets/s.",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(0.5, 60),
+    default=2.0,
+    show_default=True,
+    help="Seconds per rate.",
+)
+@click.option(
+    "--trial",
+    type=click.FloatRange(0.2, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds per zero-loss trial.",
+)
+@click.option(
+    "--burst",
+    type=click.IntRange(1, 10000),
+    default=100,
+    show_default=True,
+    help="Packets per burst for the bursty shape.",
+)
+@click.option(
+    "--peer/--no-peer",
+    default=True,
+    show_default=True,
+    help="Measure stock Mininet beside fidelnet.",
+)
+@click.option("--no-bursts", is_flag=True, help="CBR only.")
+def line(
+    out: Path | None,
+    routers: int,
+    rates: str,
+    duration: float,
+    trial: float,
+    burst: int,
+    peer: bool,
+    no_bursts: bool,
+) -> None:
+    """The CIMininet line: lg - h1..h7 - rx, 64-byte frames, fidelnet beside Mininet.
+
+    Writes every result, the HDR logs, plots and report.html into the results
+    directory, and prints the side-by-side tables."""
+    from fidelnet.bench.line import LineOptions, run
+    from fidelnet.measure.selftest import load_floor, selftest
+
+    console = Console(stderr=True)
+    say = lambda m: console.print(f"[dim]*** {m}")  # noqa: E731
+    target = out or Path("fidelnet-results") / (
+        "line-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
+    opts = LineOptions(
+        out=target,
+        n=routers,
+        rates_kpps=_rates(rates),
+        duration=duration,
+        trial_s=trial,
+        burst=burst,
+        peer=peer,
+        shapes=("cbr",) if no_bursts else ("cbr", "burst"),
+    )
+    opts.check()
+    floor = load_floor()
+    if floor is None:
+        say("measuring the generator's floor first (fidelnet measure selftest)")
+        floor = selftest(duration=2.0, search=False).floor
+    summary = run(opts, floor=floor, say=say)
+    tables = [(t["title"], t["header"], t["rows"]) for t in summary["tables"]]
+    for title, header, rows in tables:
+        table = Table(title=title)
+        for h in header:
+            table.add_column(h, justify="right")
+        for r in rows:
+            table.add_row(*r)
+        Console().print(table)
+    try:
+        from fidelnet.report import render_dir
+    except ImportError:  # pragma: no cover - the report package ships with fidelnet
+        click.echo(f"results: {target}")
+        return
+    page = render_dir(target, tables=tables)
+    click.echo(f"results: {target}\nreport: {page}")

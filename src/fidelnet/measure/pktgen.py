@@ -1,0 +1,453 @@
+"""Run ``fidelnet-pktgen`` (crates/pktgen) inside nodes and read its results.
+
+One run starts the receiver in the destination node, waits until its sockets are
+bound (a ready file), starts the sender in the source node, waits for it, lets
+the receiver stop on idle (or interrupts it), and joins both JSON outputs into a
+:class:`~fidelnet.measure.results.UdpResult`. Loss is the sender's count minus
+the receiver's unique count, per flow.
+
+Nodes are anything with ``name`` and ``popen(argv, **kwargs)``: a fidelnet node,
+or a process handle into a foreign namespace (the benchmark's Mininet peer).
+Everything is argv lists; nothing passes through a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.measure import latency
+from fidelnet.measure.results import Flag, Interval, UdpFlowResult, UdpResult
+
+__all__ = [
+    "MAX_SIZE",
+    "MIN_SIZE",
+    "PATTERNS",
+    "Runner",
+    "TrafficSpec",
+    "find_pktgen",
+    "run",
+]
+
+PATTERNS: tuple[str, ...] = ("cbr", "burst", "poisson")
+Pattern = Literal["cbr", "burst", "poisson"]
+MIN_SIZE = 64  # Ethernet frame with FCS; 18 bytes of UDP payload over IPv4
+MAX_SIZE = 1518
+MAX_RATE = 100e6
+
+_READY_TIMEOUT = 10.0
+_EXIT_RATE_NOT_REACHED = 3
+_cached: str | None = None
+
+
+class Runner(Protocol):
+    """Where a process can be started: a node of a running network."""
+
+    @property
+    def name(self) -> str: ...
+
+    def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]: ...
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    """What the sender sends. ``rate_pps`` is the total over ``flows`` flows (each a
+    destination port), ``size`` the Ethernet frame with FCS (64 = the papers' 84 B on
+    the wire), ``burst`` the packets per burst for the ``burst`` pattern."""
+
+    rate_pps: float
+    size: int = MIN_SIZE
+    duration: float = 2.0
+    pattern: Pattern = "cbr"
+    burst: int = 100
+    flows: int = 1
+    seed: int | None = None
+    batch: int | None = None
+
+    def check(self) -> None:
+        """Raise ValidationError naming the first bad field."""
+        if not isinstance(self.rate_pps, (int, float)) or not 0 < self.rate_pps <= MAX_RATE:
+            raise ValidationError(
+                "rate_pps", f"must be > 0 and at most {MAX_RATE:.0f}", self.rate_pps
+            )
+        if not isinstance(self.duration, (int, float)) or not 0 < self.duration <= 3600:
+            raise ValidationError("duration", "must be > 0 and at most 3600 seconds", self.duration)
+        if not isinstance(self.size, int) or not MIN_SIZE <= self.size <= MAX_SIZE:
+            raise ValidationError(
+                "size", f"frame size must be {MIN_SIZE}..{MAX_SIZE} bytes (with FCS)", self.size
+            )
+        if self.pattern not in PATTERNS:
+            raise ValidationError("pattern", "unknown traffic pattern", self.pattern, PATTERNS)
+        if not isinstance(self.burst, int) or self.burst < 1:
+            raise ValidationError("burst", "must be a whole number of packets >= 1", self.burst)
+        if not isinstance(self.flows, int) or not 1 <= self.flows <= 1024:
+            raise ValidationError("flows", "must be 1..1024", self.flows)
+        if self.batch is not None and not 1 <= self.batch <= 1024:
+            raise ValidationError("batch", "must be 1..1024", self.batch)
+
+
+def find_pktgen() -> str:
+    """Locate ``fidelnet-pktgen``: $FIDELNET_PKTGEN, next to the Python executable,
+    the source tree's cargo build, or PATH."""
+    global _cached
+    if _cached:
+        return _cached
+    root = Path(__file__).resolve().parents[3]
+    candidates = [
+        os.environ.get("FIDELNET_PKTGEN", ""),
+        str(Path(sys.executable).parent / "fidelnet-pktgen"),
+        str(root / "target" / "release" / "fidelnet-pktgen"),
+        str(root / "target" / "debug" / "fidelnet-pktgen"),
+    ]
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if directory:
+            candidates.append(os.path.join(directory, "fidelnet-pktgen"))
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            _cached = c
+            return c
+    raise MeasurementError(
+        "fidelnet-pktgen: generator not found (run `make install`, or set FIDELNET_PKTGEN "
+        "to the binary built by `cargo build --release -p pktgen`)"
+    )
+
+
+def _endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+def _recv_argv(
+    addr: str, ports: list[int], duration: float, workdir: Path, cpu: int | None, hdr_log: bool
+) -> list[str]:
+    argv = [find_pktgen(), "recv"]
+    for p in ports:
+        argv += ["--bind", _endpoint(addr, p)]
+    argv += [
+        "--duration",
+        f"{duration + 30.0:.3f}",
+        "--idle-stop",
+        "0.5",
+        "--json",
+        str(workdir / "recv.json"),
+        "--ready",
+        str(workdir / "ready"),
+    ]
+    if hdr_log:
+        argv += ["--hdr-log", str(workdir / "latency.hlog")]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    return argv
+
+
+def _send_argv(
+    addr: str, ports: list[int], spec: TrafficSpec, workdir: Path, cpu: int | None, seed: int
+) -> list[str]:
+    argv = [find_pktgen(), "send"]
+    for p in ports:
+        argv += ["--flow", _endpoint(addr, p)]
+    argv += [
+        "--rate",
+        repr(float(spec.rate_pps)),
+        "--size",
+        str(spec.size),
+        "--duration",
+        repr(float(spec.duration)),
+        "--pattern",
+        spec.pattern,
+        "--seed",
+        str(seed),
+        "--json",
+        str(workdir / "send.json"),
+    ]
+    if spec.pattern == "burst":
+        argv += ["--burst", str(spec.burst)]
+    if spec.batch is not None:
+        argv += ["--batch", str(spec.batch)]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    return argv
+
+
+def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGINT, wait: float = 5.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(sig)
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+def _read_json(path: Path, who: str, proc: subprocess.Popen[Any]) -> dict[str, Any]:
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read() or ""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise MeasurementError(
+            f"pktgen {who} (exit {proc.returncode}) left no readable result: {exc}; "
+            f"stderr: {err.strip()[-800:]}"
+        ) from exc
+    if not isinstance(doc, dict) or doc.get("role") != who:
+        raise MeasurementError(f"pktgen {who}: unexpected result document in {path}")
+    return doc
+
+
+def _wait_ready(proc: subprocess.Popen[Any], ready: Path, who: str) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT
+    while not ready.exists():
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr is not None else ""
+            raise MeasurementError(
+                f"pktgen receiver in {who} exited ({proc.returncode}) before it was ready: "
+                f"{(err or '').strip()[-800:]}"
+            )
+        if time.monotonic() > deadline:
+            raise MeasurementError(f"pktgen receiver in {who} not ready after {_READY_TIMEOUT} s")
+        time.sleep(0.005)
+
+
+def run(
+    src: Runner,
+    dst: Runner,
+    dst_addr: str,
+    spec: TrafficSpec,
+    *,
+    sender_cpu: int | None = None,
+    receiver_cpu: int | None = None,
+    port: int | None = None,
+    hdr_log: str | os.PathLike[str] | None = None,
+) -> UdpResult:
+    """Send ``spec`` from ``src`` to ``dst_addr`` (an address of ``dst``) and measure
+    what arrives. Raises MeasurementError if a tool fails; a rate the sender cannot
+    reach is not an error but a ``rate_not_reached`` flag with the rate it reached."""
+    spec.check()
+    base = port if port is not None else random.randint(20000, 60000 - spec.flows)
+    ports = list(range(base, base + spec.flows))
+    seed = spec.seed if spec.seed is not None else random.getrandbits(63)
+    with tempfile.TemporaryDirectory(prefix="fidelnet-pktgen-") as tmp:
+        work = Path(tmp)
+        rx = dst.popen(
+            _recv_argv(dst_addr, ports, spec.duration, work, receiver_cpu, hdr_log is not None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_ready(rx, work / "ready", dst.name)
+            tx = src.popen(
+                _send_argv(dst_addr, ports, spec, work, sender_cpu, seed),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                tx.wait(timeout=spec.duration + 30.0)
+            except subprocess.TimeoutExpired as exc:
+                _stop(tx, signal.SIGKILL)
+                raise MeasurementError(
+                    f"pktgen sender in {src.name} did not finish within {spec.duration + 30} s"
+                ) from exc
+            if tx.returncode not in (0, _EXIT_RATE_NOT_REACHED):
+                err = tx.stderr.read() if tx.stderr is not None else ""
+                raise MeasurementError(
+                    f"pktgen sender in {src.name} failed (exit {tx.returncode}): "
+                    f"{(err or '').strip()[-800:]}"
+                )
+            sent = _read_json(work / "send.json", "send", tx)
+            try:
+                rx.wait(timeout=3.0)  # idle-stop ends it 0.5 s after the last packet
+            except subprocess.TimeoutExpired:
+                _stop(rx)
+            if rx.returncode != 0:
+                raise MeasurementError(
+                    f"pktgen receiver in {dst.name} failed (exit {rx.returncode})"
+                    + (f": {rx.stderr.read().strip()[-800:]}" if rx.stderr else "")
+                )
+            got = _read_json(work / "recv.json", "recv", rx)
+            log_path = None
+            if hdr_log is not None and (work / "latency.hlog").exists():
+                log_path = str(hdr_log)
+                Path(log_path).write_bytes((work / "latency.hlog").read_bytes())
+        finally:
+            _stop(rx)
+            for p in (rx,):
+                if p.stderr is not None:
+                    p.stderr.close()
+    return combine(
+        src.name, dst.name, dst_addr, spec, sent, got, sender_cpu, receiver_cpu, log_path
+    )
+
+
+def _flows(
+    src: str, dst: str, addr: str, sent: dict[str, Any], got: dict[str, Any]
+) -> list[UdpFlowResult]:
+    by_id = {int(f["id"]): f for f in got.get("flows", [])}
+    out = []
+    for f in sent.get("flows", []):
+        fid = int(f["id"])
+        r = by_id.get(fid, {})
+        n_sent = int(f["sent"])
+        unique = int(r.get("unique", 0))
+        lost = max(n_sent - unique, 0)
+        out.append(
+            UdpFlowResult(
+                id=fid,
+                src=src,
+                dst=dst,
+                dst_addr=str(f.get("dst", addr)),
+                sent=n_sent,
+                received=int(r.get("received", 0)),
+                unique=unique,
+                lost=lost,
+                loss_ratio=lost / n_sent if n_sent else 0.0,
+                duplicates=int(r.get("duplicates", 0)),
+                reordered=int(r.get("reordered", 0)),
+                latency=latency.summary_from_json(r.get("latency"), r.get("latency_hdr")),
+            )
+        )
+    return out
+
+
+def _intervals(got: dict[str, Any]) -> tuple[list[Interval], float]:
+    step = float(got.get("interval_ms", 100)) / 1000.0
+    out = []
+    for iv in got.get("intervals", []):
+        packets = int(iv["packets"])
+        frame_bytes = int(iv.get("frame_bytes", 0))
+        out.append(
+            Interval(
+                t_s=int(iv["t_ns"]) / 1e9,
+                packets=packets,
+                frame_bytes=frame_bytes,
+                rate_pps=packets / step,
+                rate_bps=frame_bytes * 8 / step,
+                latency_max_ns=iv.get("latency_max_ns"),
+                latency_p50_ns=iv.get("latency_p50_ns"),
+                latency_p99_ns=iv.get("latency_p99_ns"),
+            )
+        )
+    return out, step
+
+
+def _flags(spec: TrafficSpec, sent: dict[str, Any], got: dict[str, Any]) -> list[Flag]:
+    flags = []
+    if not sent.get("rate_reached", True):
+        flags.append(
+            Flag(
+                code="rate_not_reached",
+                message=(
+                    f"the sender was asked for {spec.rate_pps:.0f} pps and reached "
+                    f"{float(sent.get('achieved_pps', 0)):.0f} pps: the generator, not the "
+                    "network, limits this run"
+                ),
+            )
+        )
+    if int(sent.get("send_errors", 0)):
+        flags.append(
+            Flag(
+                code="send_errors",
+                message=f"{sent['send_errors']} packets could not be sent (ENOBUFS/short sends)",
+            )
+        )
+    drops = int(got.get("socket_drops", 0))
+    if drops:
+        flags.append(
+            Flag(
+                code="receiver_socket_drops",
+                message=(
+                    f"{drops} packets were dropped in the receiver's socket buffer: part of the "
+                    "loss is the receiver's, not the network's"
+                ),
+            )
+        )
+    malformed = int(got.get("malformed", {}).get("total", 0))
+    if malformed:
+        flags.append(Flag(code="malformed", message=f"{malformed} malformed packets were received"))
+    if int(got.get("userspace_timestamps", 0)):
+        flags.append(
+            Flag(
+                code="userspace_timestamps",
+                message=(
+                    f"{got['userspace_timestamps']} packets had no kernel receive timestamp; "
+                    "their latency includes the receiver's wake-up"
+                ),
+            )
+        )
+    if int(got.get("negative_latency", 0)):
+        flags.append(
+            Flag(
+                code="negative_latency",
+                message=f"{got['negative_latency']} packets arrived before they were sent "
+                "(clock problem): left out of the histogram",
+            )
+        )
+    return flags
+
+
+def combine(
+    src: str,
+    dst: str,
+    dst_addr: str,
+    spec: TrafficSpec,
+    sent: dict[str, Any],
+    got: dict[str, Any],
+    sender_cpu: int | None = None,
+    receiver_cpu: int | None = None,
+    hdr_log: str | None = None,
+) -> UdpResult:
+    """A UdpResult from the sender's and the receiver's JSON documents."""
+    try:
+        flows = _flows(src, dst, dst_addr, sent, got)
+        intervals, step = _intervals(got)
+        n_sent = int(sent["sent"])
+        unique = int(got.get("unique", 0))
+        lost = max(n_sent - unique, 0)
+        span_ns = int(got.get("last_rx_ns") or 0) - int(got.get("first_rx_ns") or 0)
+        received = int(got.get("received", 0))
+        return UdpResult(
+            src=src,
+            dst=dst,
+            size=spec.size,
+            pattern=spec.pattern,
+            burst=spec.burst if spec.pattern == "burst" else None,
+            requested_pps=float(spec.rate_pps),
+            achieved_pps=float(sent["achieved_pps"]),
+            rate_reached=bool(sent["rate_reached"]),
+            duration_s=float(spec.duration),
+            sent=n_sent,
+            received=received,
+            unique=unique,
+            lost=lost,
+            loss_ratio=lost / n_sent if n_sent else 0.0,
+            duplicates=int(got.get("duplicates", 0)),
+            reordered=int(got.get("reordered", 0)),
+            malformed=int(got.get("malformed", {}).get("total", 0)),
+            socket_drops=int(got.get("socket_drops", 0)),
+            receive_pps=(received - 1) / (span_ns / 1e9) if span_ns > 0 else 0.0,
+            latency=latency.summary_from_json(got.get("latency"), got.get("latency_hdr")),
+            flows=flows,
+            intervals=intervals,
+            interval_s=step,
+            sender_cpu=sender_cpu,
+            receiver_cpu=receiver_cpu,
+            hdr_log=hdr_log,
+            flags=_flags(spec, sent, got),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MeasurementError(f"pktgen output unreadable: {exc!r}") from exc
