@@ -222,6 +222,17 @@ def _wait_ready(proc: subprocess.Popen[Any], ready: Path, who: str) -> None:
         time.sleep(0.005)
 
 
+def _resolve_neighbour(src: Runner, addr: str) -> None:
+    """One ping first, so the first measured packets do not die in the sender's
+    neighbour (ARP) queue; its result does not matter (the path may be lossy)."""
+    argv = ["ping", "-6" if ":" in addr else "-4", "-n", "-q", "-c", "1", "-W", "1", addr]
+    p = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        _stop(p, signal.SIGKILL)
+
+
 def run(
     src: Runner,
     dst: Runner,
@@ -249,6 +260,7 @@ def run(
             text=True,
         )
         try:
+            _resolve_neighbour(src, dst_addr)
             _wait_ready(rx, work / "ready", dst.name)
             tx = src.popen(
                 _send_argv(dst_addr, ports, spec, work, sender_cpu, seed),
