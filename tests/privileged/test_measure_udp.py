@@ -21,7 +21,7 @@ pytestmark = pytest.mark.privileged
 
 
 def pair(params: LinkParams | None = None, backend: str | None = None) -> Network:
-    spec = TopologySpec()
+    spec = TopologySpec(auto_static_arp=True)
     spec.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
     spec.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
     link = LinkSpec("h1", "h2", params_ab=params or LinkParams())
@@ -64,8 +64,9 @@ def test_engine_loss_is_seen_within_the_binomial_band() -> None:
     # 99.9 % band of Binomial(n, 0.1): mean 1000, sd 30.
     sd = math.sqrt(n * 0.1 * 0.9)
     assert abs(r.lost - n * 0.1) < 3.3 * sd, r.lost
-    # Every loss is the engine's: its drop counter matches what pktgen missed.
-    assert r.lost == engine["drops"]["loss"], (r.lost, engine)
+    # Every loss is the engine's: its drop counter matches what pktgen missed (plus
+    # the one ping that resolves the path before the run, if the engine took it).
+    assert 0 <= engine["drops"]["loss"] - r.lost <= 1, (r.lost, engine)
     assert r.socket_drops == 0
 
 
