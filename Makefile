@@ -5,6 +5,7 @@
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
 #   make bench-links  install, then the link engine's fidelity benchmark (bench/links.py)
+#   make bench-line   install, then `fidelnet bench line` (the CIMininet line beside Mininet)
 #   make install    apt packages if missing, .venv with fidelnet, fidelnet-exec
 #   make distclean  remove .venv, target and tool caches
 #
@@ -50,10 +51,10 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test bench bench-links distclean
+.PHONY: help install apt-deps venv native run check test bench bench-links bench-line distclean
 
 help:
-	@sed -n '1,9s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '1,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 ## install: apt packages, the virtualenv with fidelnet in it, the Rust binaries
 install: apt-deps venv native
@@ -74,6 +75,7 @@ native: venv
 	$(CARGO) build --release --workspace --locked
 	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
+	install -C -m 0755 target/release/fidelnet-pktgen $(VENV)/bin/fidelnet-pktgen
 
 ## run: the default scenario (until scenarios land): build, pingall, short iperf, tear down
 run: install
@@ -100,6 +102,11 @@ bench: install
 ## bench-links: link fidelity of the engine against htb and veth (BENCH_ARGS=--quick: shorter)
 bench-links: install
 	$(VENV)/bin/python bench/links.py $(BENCH_ARGS)
+
+## bench-line: the CIMininet 7-node line, fidelnet beside stock Mininet (report in fidelnet-results/)
+bench-line: APT_EXTRA = $(APT_BENCH)
+bench-line: install
+	$(VENV_PATH) $(VENV)/bin/fidelnet bench line $(BENCH_ARGS)
 
 ## distclean: remove the virtualenv and cargo's target (`fidelnet clean` is something else:
 ## it removes kernel objects left by stale emulation runs)
