@@ -86,7 +86,10 @@ def line(
     from fidelnet.measure.selftest import load_floor, selftest
 
     console = Console(stderr=True)
-    say = lambda m: console.print(f"[dim]*** {m}")  # noqa: E731
+
+    def say(message: str) -> None:
+        console.print(f"[dim]*** {message}")
+
     target = out or Path("fidelnet-results") / (
         "line-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     )

@@ -1,0 +1,479 @@
+"""The HTML report (fidelnet.report.render, render_dir) and `fidelnet report DIR`."""
+
+from __future__ import annotations
+
+import json
+import random
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hdrh.histogram import HdrHistogram
+
+from fidelnet.cli.report import report
+from fidelnet.measure.latency import summary_from_histogram
+from fidelnet.measure.provenance import Machine, Provenance
+from fidelnet.measure.results import (
+    Flag,
+    FloorSummary,
+    Interval,
+    LatencySummary,
+    ResultFile,
+    SelftestResult,
+    TcpFlowResult,
+    TcpInterval,
+    TcpResult,
+    Trial,
+    UdpFlowResult,
+    UdpResult,
+    ZeroLossResult,
+    save_result,
+)
+from fidelnet.report import ReportError, render, render_dir
+
+HOSTILE = '<script>alert("x")</script>'
+
+# --- synthetic results --------------------------------------------------------------
+
+
+def latency(seed: int, median_ns: float = 60_000) -> LatencySummary:
+    rng = random.Random(seed)
+    h = HdrHistogram(1, 60 * 10**9, 3)
+    for _ in range(2000):
+        h.record_value(int(rng.lognormvariate(0, 0.3) * median_ns))
+    return summary_from_histogram(h)
+
+
+def provenance(
+    command: str = "fidelnet measure udp", topo: str | None = "sha256:ab12"
+) -> Provenance:
+    return Provenance(
+        command=command.split(),
+        time_utc="2025-03-01T12:00:00+00:00",
+        tools={"pktgen": "0.1.0"},
+        backends={"link:tc": 3, "node:host": 2},
+        topology_hash=topo,
+        machine=Machine(hostname="bench", kernel="6.1.0", cpus=8, cpu_model="EPYC 7551P"),
+    )
+
+
+def udp(rate: float, src: str = "h1", flags: tuple[Flag, ...] = ()) -> UdpResult:
+    lat = latency(int(rate))
+    got = min(rate, 270e3)
+    flows = [
+        UdpFlowResult(
+            id=i,
+            src=src,
+            dst="h2",
+            dst_addr="10.0.0.2",
+            sent=int(rate * 2.5),
+            received=int(got * 2.5),
+            unique=int(got * 2.5),
+            lost=int((rate - got) * 2.5),
+            loss_ratio=(rate - got) / rate,
+            duplicates=0,
+            reordered=0,
+            latency=lat,
+        )
+        for i in range(2)
+    ]
+    return UdpResult(
+        src=src,
+        dst="h2",
+        size=84,
+        pattern="cbr",
+        requested_pps=rate,
+        achieved_pps=rate,
+        rate_reached=True,
+        duration_s=5.0,
+        sent=int(rate * 5),
+        received=int(got * 5),
+        unique=int(got * 5),
+        lost=int((rate - got) * 5),
+        loss_ratio=(rate - got) / rate,
+        duplicates=0,
+        reordered=3,
+        malformed=0,
+        socket_drops=17,
+        receive_pps=got,
+        latency=lat,
+        flows=flows,
+        intervals=[
+            Interval(
+                t_s=0.5 * (i + 1),
+                packets=int(got / 2),
+                frame_bytes=int(got / 2) * 84,
+                rate_pps=got,
+                rate_bps=got * 84 * 8,
+                latency_max_ns=lat.max_ns - i,
+            )
+            for i in range(10)
+        ],
+        interval_s=0.5,
+        flags=list(flags),
+    )
+
+
+FLOOR = FloorSummary(
+    latency_p50_ns=9_000,
+    latency_p999_ns=40_000,
+    latency_max_ns=120_000,
+    max_send_pps=900e3,
+    measured_at="2025-03-01T11:00:00+00:00",
+    source="selftest.json",
+)
+
+
+def zero_loss() -> ZeroLossResult:
+    trials = [
+        Trial(
+            rate_pps=rate,
+            achieved_pps=rate,
+            sent=int(rate),
+            received=int(rate * (1 - loss)),
+            loss_ratio=loss,
+            generator_limited=False,
+            socket_drops=0,
+            latency=latency(i),
+        )
+        for i, (rate, loss) in enumerate([(500e3, 0.1), (250e3, 0.0), (375e3, 0.002)])
+    ]
+    return ZeroLossResult(
+        src="h1",
+        dst="h2",
+        size=84,
+        pattern="cbr",
+        trial_s=1.0,
+        resolution_pps=10e3,
+        low_pps=0,
+        high_pps=500e3,
+        pdr_loss=0.005,
+        ndr_pps=250e3,
+        pdr_pps=375e3,
+        trials=trials,
+        flags=[Flag(code="search-coarse", message="resolution & range <coarse>")],
+    )
+
+
+def tcp() -> TcpResult:
+    flows = [
+        TcpFlowResult(
+            src=f"h{i}",
+            dst="h9",
+            port=5201 + i,
+            sender_bps=50e6,
+            receiver_bps=49e6,
+            goodput_bps=48e6,
+            retransmits=4,
+            intervals=[TcpInterval(t_s=float(t), goodput_bps=48e6) for t in range(6)],
+            warmup_s=1.0,
+        )
+        for i in range(2)
+    ]
+    return TcpResult(
+        duration_s=6,
+        interval_s=1,
+        warmup_s=1,
+        flows=flows,
+        total_goodput_bps=96e6,
+        jain=0.9998,
+        bottleneck_bps=100e6,
+        flags=[Flag(code="tcp-window", message="window limits goodput to 80 Mbit/s")],
+    )
+
+
+def selftest() -> SelftestResult:
+    return SelftestResult(size=84, runs=[udp(100e3), udp(400e3)], max_send_pps=900e3, floor=FLOOR)
+
+
+def rf(name: str, result: object, floor: FloorSummary | None = None, **prov: str) -> ResultFile:
+    return ResultFile.model_validate(
+        {
+            "schema": "fidelnet.result/1",
+            "kind": result.kind,  # type: ignore[attr-defined]
+            "name": name,
+            "provenance": provenance(**prov),
+            "floor": floor,
+            "result": result,
+        }
+    )
+
+
+FLAG_RATE = Flag(code="rate-not-reached", message="the sender made 80 % of the rate")
+FLAG_HOSTILE = Flag(code="<b>bad</b>", message=f"node {HOSTILE} & friends")
+
+
+def everything(floor: FloorSummary | None = FLOOR) -> list[tuple[str, ResultFile]]:
+    return [
+        ("udp-100k", rf("udp-100k", udp(100e3, flags=(FLAG_RATE,)), floor)),
+        ("udp-700k", rf("udp-700k", udp(700e3, src=HOSTILE, flags=(FLAG_HOSTILE,)), floor)),
+        ("search", rf("search", zero_loss(), floor)),
+        ("iperf", rf("iperf", tcp(), floor, command="fidelnet measure tcp --to h9")),
+        ("selftest", rf("selftest", selftest())),
+    ]
+
+
+# --- HTML checking ------------------------------------------------------------------
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
+class Page(HTMLParser):
+    """Checks that tags balance and collects the <img> elements and flag texts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.imgs: list[dict[str, str | None]] = []
+        self.flags: list[str] = []
+        self.errors: list[str] = []
+        self.tags: set[str] = set()
+        self._flag_depth: int | None = None
+        self.doctype = False
+
+    def handle_decl(self, decl: str) -> None:
+        self.doctype = decl.lower() == "doctype html"
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a)
+        if tag in VOID:
+            return
+        self.stack.append(tag)
+        if "flag" in (a.get("class") or "").split() and self._flag_depth is None:
+            self._flag_depth = len(self.stack)
+            self.flags.append("")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        if self._flag_depth == len(self.stack):
+            self._flag_depth = None
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self._flag_depth is not None:
+            self.flags[-1] += data
+
+
+def parse(text: str) -> Page:
+    page = Page()
+    page.feed(text)
+    page.close()
+    assert page.doctype
+    assert page.errors == []
+    assert page.stack == []
+    return page
+
+
+# --- render -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Page]:
+    out = tmp_path_factory.mktemp("report")
+    page = render(
+        everything(),
+        out,
+        tables=[("fidelnet vs mininet", ["metric", HOSTILE], [["p99", "12 µs"], [None, 3]])],
+    )
+    text = page.read_text(encoding="utf-8")
+    return out, text, parse(text)
+
+
+def test_page_and_plots_exist(rendered: tuple[Path, str, Page]) -> None:
+    out, _text, page = rendered
+    assert (out / "report.html").is_file()
+    assert page.imgs
+    for img in page.imgs:
+        src = img["src"]
+        assert src is not None
+        assert src.startswith("plots/") and src.endswith(".png")
+        data = (out / src).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert img["alt"]
+        assert img["data-plot"]
+
+
+def test_every_kind_of_plot_is_there(rendered: tuple[Path, str, Page]) -> None:
+    _out, _text, page = rendered
+    by_result: dict[str | None, set[str | None]] = {}
+    for img in page.imgs:
+        by_result.setdefault(img["data-result"], set()).add(img["data-plot"])
+    assert by_result["udp-100k"] == {"hdr", "rate", "worst-case"}
+    assert by_result["search"] == {"zero-loss", "hdr"}
+    assert by_result["iperf"] == {"tcp-goodput"}
+    assert by_result["selftest"] == {"hdr", "rate", "worst-case"}
+    assert by_result["all-udp"] == {"hdr", "rate"}  # two UDP runs: drawn together too
+
+
+def test_self_contained_no_script_no_external(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, page = rendered
+    assert "script" not in page.tags
+    assert "link" not in page.tags
+    assert "http://" not in text and "https://" not in text
+    assert "<style>" in text
+
+
+def test_every_flag_is_shown(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, page = rendered
+    for flag in (FLAG_RATE, FLAG_HOSTILE, *zero_loss().flags, *tcp().flags):
+        assert any(flag.message in f and flag.code in f for f in page.flags), flag
+    assert 'class="flag"' in text
+
+
+def test_hostile_strings_are_escaped(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, _page = rendered
+    assert HOSTILE not in text
+    assert "<b>bad</b>" not in text
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
+    assert "resolution &amp; range &lt;coarse&gt;" in text
+
+
+def test_provenance_header(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, _page = rendered
+    for want in (
+        "fidelnet measure udp",
+        "fidelnet measure tcp --to h9",
+        "2025-03-01T12:00:00+00:00",
+        "pktgen 0.1.0",
+        "EPYC 7551P",
+        "kernel 6.1.0",
+        "link:tc: 3",
+        "sha256:ab12",
+    ):
+        assert want in text, want
+
+
+def test_key_numbers(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, _page = rendered
+    for want in (
+        "100 kpps",  # requested
+        "270 kpps",  # received at 700 kpps offered
+        "61.4 %",  # loss at 700 kpps
+        "socket drops",
+        "p99.9",
+        "NDR (no loss)",
+        "250 kpps",
+        "375 kpps",
+        "96 Mbit/s",  # total goodput
+        "0.9998",  # Jain
+    ):
+        assert want in text, want
+
+
+def test_extra_tables(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, _page = rendered
+    assert "fidelnet vs mininet" in text
+    assert "<td>12 µs</td>" in text
+    assert "<td>—</td>" in text
+
+
+def test_floor_shown_without_warning(rendered: tuple[Path, str, Page]) -> None:
+    _out, text, _page = rendered
+    assert "40 µs" in text  # the floor's p99.9
+    assert "floor not measured" not in text.lower()
+
+
+def test_floor_warning_when_none(tmp_path: Path) -> None:
+    results = [("udp", rf("udp", udp(50e3)))]
+    text = render(results, tmp_path).read_text()
+    parse(text)
+    assert "floor not measured" in text.lower()
+    assert "fidelnet measure selftest" in text
+
+
+def test_floor_missing_for_some_results(tmp_path: Path) -> None:
+    results = [("with", rf("with", udp(50e3), FLOOR)), ("without", rf("without", udp(60e3)))]
+    text = render(results, tmp_path).read_text()
+    assert "No floor recorded with: without" in text
+
+
+def test_output_elsewhere_keeps_plot_paths_right(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    page = render([("udp", rf("udp", udp(50e3)))], out, output=tmp_path / "site" / "r.html")
+    imgs = parse(page.read_text()).imgs
+    assert imgs
+    for img in imgs:
+        src = img["src"]
+        assert src is not None and src.startswith("../results/plots/")
+        assert (page.parent / src).is_file()
+
+
+def test_same_labels_get_distinct_plots(tmp_path: Path) -> None:
+    results = [("a b", rf("x", udp(50e3))), ("a/b", rf("y", udp(60e3)))]
+    imgs = parse(render(results, tmp_path).read_text()).imgs
+    srcs = [img["src"] for img in imgs]
+    assert len(srcs) == len(set(srcs))
+
+
+def test_render_needs_results(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no results"):
+        render([], tmp_path)
+
+
+# --- render_dir and the command -----------------------------------------------------
+
+
+def write_results(d: Path, n: int = 5) -> None:
+    for label, doc in everything()[:n]:
+        save_result(d, label, doc.result, doc.provenance, doc.floor)
+
+
+def test_render_dir_skips_other_json(tmp_path: Path) -> None:
+    write_results(tmp_path)
+    (tmp_path / "notes.json").write_text(json.dumps({"hello": 1}))
+    (tmp_path / "broken.json").write_text("{")
+    page = render_dir(tmp_path)
+    assert page == tmp_path / "report.html"
+    text = page.read_text()
+    parse(text)
+    assert "notes.json" in text and "broken.json" in text
+    assert text.count('class="result ') == 5
+
+
+def test_render_dir_without_results(tmp_path: Path) -> None:
+    (tmp_path / "notes.json").write_text("[]")
+    with pytest.raises(ReportError, match="no fidelnet result files"):
+        render_dir(tmp_path)
+
+
+def test_cli_writes_the_report(tmp_path: Path) -> None:
+    write_results(tmp_path, 1)
+    (tmp_path / "notes.json").write_text(json.dumps({"hello": 1}))
+    result = CliRunner(mix_stderr=False).invoke(report, [str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert str(tmp_path / "report.html") in result.stdout
+    assert "notes.json" in result.stderr
+    assert "not a fidelnet result file" in result.stderr
+    assert (tmp_path / "report.html").is_file()
+    assert any((tmp_path / "plots").glob("*.png"))
+
+
+def test_cli_output_option(tmp_path: Path) -> None:
+    write_results(tmp_path, 1)
+    out = tmp_path / "elsewhere" / "page.html"
+    result = CliRunner(mix_stderr=False).invoke(report, [str(tmp_path), "--output", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert out.is_file()
+
+
+def test_cli_empty_dir_fails_clearly(tmp_path: Path) -> None:
+    result = CliRunner(mix_stderr=False).invoke(report, [str(tmp_path)])
+    assert result.exit_code != 0
+    assert "no fidelnet result files" in result.stderr
+
+
+def test_cli_missing_dir_fails_clearly(tmp_path: Path) -> None:
+    result = CliRunner(mix_stderr=False).invoke(report, [str(tmp_path / "nope")])
+    assert result.exit_code != 0
+    assert "does not exist" in result.stderr
