@@ -64,9 +64,12 @@ def test_engine_loss_is_seen_within_the_binomial_band() -> None:
     # 99.9 % band of Binomial(n, 0.1): mean 1000, sd 30.
     sd = math.sqrt(n * 0.1 * 0.9)
     assert abs(r.lost - n * 0.1) < 3.3 * sd, r.lost
-    # Every loss is the engine's: its drop counter matches what pktgen missed (plus
-    # the one ping that resolves the path before the run, if the engine took it).
-    assert 0 <= engine["drops"]["loss"] - r.lost <= 1, (r.lost, engine)
+    # Every loss is the engine's: its drop counter matches what pktgen missed, give or
+    # take the other frames the engine carried (the pre-run ping, IPv6 neighbour
+    # discovery), which can be lost too.
+    others = engine["rx_packets"] - r.sent
+    assert 0 <= others < 50, engine
+    assert r.lost <= engine["drops"]["loss"] <= r.lost + others, (r.lost, engine)
     assert r.socket_drops == 0
 
 

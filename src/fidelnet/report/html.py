@@ -10,6 +10,7 @@ is an element with ``class="flag"``. Every string from a result is escaped.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import html
 import os
 import re
@@ -638,38 +639,73 @@ def _section(label: str, slug: str, rf: ResultFile, plot: _Plots) -> str:
     return "".join([*head, *body, "</section>"])
 
 
+def _groups(
+    items: Sequence[tuple[str, str, ResultFile]],
+) -> list[tuple[str, list[tuple[str, UdpResult]]]]:
+    """UDP runs grouped by the label's first word (``fidelnet-cbr-00050k`` →
+    ``fidelnet``) and the traffic pattern, each group ordered by requested rate:
+    one line per rate, as the papers draw them."""
+    groups: dict[tuple[str, str], list[tuple[str, UdpResult]]] = {}
+    for label, _s, rf in items:
+        if isinstance(rf.result, UdpResult):
+            stack = label.split("-", 1)[0] if "-" in label else ""
+            groups.setdefault((stack, rf.result.pattern), []).append((label, rf.result))
+    out = []
+    for (stack, pattern), runs in groups.items():
+        runs.sort(key=lambda x: x[1].requested_pps)
+        lines = [(fmt.pps(r.requested_pps), r) for _label, r in runs]
+        if len({name for name, _r in lines}) < len(lines):
+            lines = [(f"{label} ({fmt.pps(r.requested_pps)})", r) for label, r in runs]
+        out.append((" ".join(x for x in (stack, pattern) if x), lines))
+    return out
+
+
+def _draw_lines(
+    draw: Callable[..., Path],
+    lines: list[tuple[str, UdpResult]],
+    title: str,
+    svg: bool,
+    path: Path,
+) -> Path:
+    return draw(lines, path, title=title, svg=svg)
+
+
 def _comparison(items: Sequence[tuple[str, str, ResultFile]], plot: _Plots, taken: set[str]) -> str:
-    udp = [(label, rf.result) for label, _s, rf in items if isinstance(rf.result, UdpResult)]
-    if len(udp) < 2:
+    groups = _groups(items)
+    if sum(len(lines) for _n, lines in groups) < 2:
         return ""
-    udp.sort(key=lambda x: x[1].requested_pps)
-    lines = [(f"{label} ({fmt.pps(r.requested_pps)})", r) for label, r in udp]
-    slug = _slug("all-udp", taken)
     parts = ['<section id="all-udp"><h2>UDP runs together</h2>']
-    if any(r.latency.count for _l, r in lines):
-        parts.append(
-            plot.figure(
-                "hdr",
-                slug,
-                "Latency by percentile for every UDP run, one line per run",
-                "Latency by percentile, one line per run (by requested rate).",
-                lambda p: plots.hdr_percentiles(
-                    lines, p, title="Latency by percentile, all UDP runs", svg=plot.svg
-                ),
+    for name, lines in groups:
+        slug = _slug(f"all-udp-{name}" if name else "all-udp", taken)
+        what = f" ({name})" if name else ""
+        if any(r.latency.count for _l, r in lines):
+            parts.append(
+                plot.figure(
+                    "hdr",
+                    slug,
+                    f"Latency by percentile{what}, one line per rate",
+                    f"Latency by percentile{what}, one line per requested rate.",
+                    functools.partial(
+                        _draw_lines,
+                        plots.hdr_percentiles,
+                        lines,
+                        f"Latency by percentile{what}",
+                        plot.svg,
+                    ),
+                )
             )
-        )
-    if any(r.intervals for _l, r in lines):
-        parts.append(
-            plot.figure(
-                "rate",
-                slug,
-                "Received rate over time for every UDP run",
-                "Received rate per interval, one line per run.",
-                lambda p: plots.rate_over_time(
-                    lines, p, title="Received rate, all UDP runs", svg=plot.svg
-                ),
+        if any(r.intervals for _l, r in lines):
+            parts.append(
+                plot.figure(
+                    "rate",
+                    slug,
+                    f"Received rate over time{what}, one line per rate",
+                    f"Received rate per interval{what}, one line per requested rate.",
+                    functools.partial(
+                        _draw_lines, plots.rate_over_time, lines, f"Received rate{what}", plot.svg
+                    ),
+                )
             )
-        )
     parts.append("</section>")
     return "".join(parts)
 
