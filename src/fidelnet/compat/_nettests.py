@@ -4,9 +4,14 @@ Output matches Mininet's (``*** Ping: testing ping reachability``, ``h1 -> h2 h3
 ``*** Results: 0% dropped (6/6 received)``, ``*** Results: ['9.52 Mbits/sec',
 '9.87 Mbits/sec']``).
 
-``iperf`` runs ``iperf3 -s -1 -J`` in the server and ``iperf3 -c IP -t N -J`` in the
-client (argv lists, never a shell) and reports, like Mininet, [server rate, client
-rate]: the server's figure is the receiver's goodput (``end.sum_received``).
+``iperf`` reports, like Mininet, [server rate, client rate]. TCP runs through
+:func:`fidelnet.measure.tcp.tcp` (iperf3 in both nodes, argv lists, never a shell):
+the server's figure is the receiver's goodput after the warm-up (``max(1 s, 4 x
+RTT)``) when the run is long enough to leave at least 1 s after it, else over the
+whole run; the client's is the sender's own figure over the whole run, as Mininet's
+is. Each flag of the measurement (the sender disagreeing with the receiver, more
+than the bottleneck carried) is logged as a warning. UDP runs ``iperf3 -s -1 -J``
+and ``iperf3 -c IP -u -b BW -t N -J`` directly.
 
 Pings run in the source node's shell (as Mininet's do), up to 48 at a time, and
 a few sources ping at once; results are printed in Mininet's order.
@@ -23,11 +28,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fidelnet.compat.log import debug, error, info, output
+from fidelnet.compat.log import debug, error, info, output, warn
 from fidelnet.errors import NodeError, ValidationError
 from fidelnet.kernel import procfs
+
+if TYPE_CHECKING:
+    from fidelnet.measure.results import TcpResult
 
 __all__ = ["NetTests", "format_rate"]
 
@@ -81,9 +89,10 @@ def _rate(data: dict[str, Any], *keys: str) -> float | None:
 
 
 class NetTests:
-    """Mixin for ``Mininet``: the test methods (it needs ``hosts``)."""
+    """Mixin for ``Mininet``: the test methods (it needs ``hosts`` and ``fn_net``)."""
 
     hosts: list[Any]
+    fn_net: Any
 
     # -- ping ---------------------------------------------------------------------------------
 
@@ -240,6 +249,12 @@ class NetTests:
         if l4Type not in ("TCP", "UDP"):
             raise ValidationError("iperf.l4Type", "unknown protocol", l4Type, ["TCP", "UDP"])
         output("*** Iperf: testing", l4Type, "bandwidth between", client, "and", server, "\n")
+        if l4Type == "TCP":
+            res = self._iperf_tcp(client, server, seconds, port)
+            result = [format_rate(res.flows[0].goodput_bps, fmt)]
+            result.append(format_rate(res.flows[0].sender_total_bps or 0.0, fmt))
+            output(f"*** Results: {result}\n")
+            return result
         srv = server.popen(
             ["iperf3", "-s", "-1", "-J", "-p", str(port)],
             stdout=subprocess.PIPE,
@@ -255,8 +270,7 @@ class NetTests:
                     )
                 time.sleep(0.01)
             argv = ["iperf3", "-c", str(server.IP()), "-p", str(port), "-t", str(seconds), "-J"]
-            if l4Type == "UDP":
-                argv += ["-u", "-b", str(udpBw)]
+            argv += ["-u", "-b", str(udpBw)]
             cliout, clierr, _ = client.pexec(argv, timeout=seconds + 30)
             debug(f"Client output: {cliout}{clierr}\n")
             servout = srv.communicate(timeout=15)[0].decode("utf-8", "replace")
@@ -267,17 +281,35 @@ class NetTests:
                 srv.wait()
         cdata = _iperf_json(cliout, f"client in {client}")
         sdata = _iperf_json(servout, f"server in {server}") if servout.strip() else {}
-        if l4Type == "TCP":
-            srate = _rate(sdata, "sum_received") or _rate(cdata, "sum_received")
-            crate = _rate(cdata, "sum_sent")
-        else:
-            srate = _rate(sdata, "sum_received", "sum") or _rate(cdata, "sum_received")
-            crate = _rate(cdata, "sum_sent", "sum")
-        result = [format_rate(srate or 0.0, fmt), format_rate(crate or 0.0, fmt)]
-        if l4Type == "UDP":
-            result.insert(0, udpBw)
+        srate = _rate(sdata, "sum_received", "sum") or _rate(cdata, "sum_received")
+        crate = _rate(cdata, "sum_sent", "sum")
+        result = [udpBw, format_rate(srate or 0.0, fmt), format_rate(crate or 0.0, fmt)]
         output(f"*** Results: {result}\n")
         return result
+
+    def _iperf_tcp(self, client: Any, server: Any, seconds: Any, port: int) -> TcpResult:
+        """One TCP flow through :func:`fidelnet.measure.tcp.tcp`; the warm-up is dropped
+        when the run leaves at least 1 s after it (else the whole run counts)."""
+        from fidelnet.measure.tcp import tcp  # pydantic costs 0.3 s: only when iperf runs
+
+        pairs = [(client.name, server.name)]
+        duration = int(seconds)  # Mininet passes ``-t %d``
+        try:
+            res = tcp(self.fn_net, pairs, duration=duration, port=port)
+        except ValidationError as exc:
+            if exc.field != "duration":
+                raise
+            debug(f"iperf: {exc}; the whole run counts\n")
+            res = tcp(self.fn_net, pairs, duration=duration, port=port, warmup=0.0)
+        flow = res.flows[0]
+        debug(
+            f"iperf: goodput {flow.goodput_bps:.0f} bit/s after a {res.warmup_s:g} s "
+            f"warm-up, sender {flow.sender_bps:.0f} bit/s over the same span, "
+            f"bottleneck {res.bottleneck_bps} bit/s, path {' -> '.join(flow.path)}\n"
+        )
+        for flag in res.flags:
+            warn(f"*** Warning: iperf {flag.code}: {flag.message}\n")
+        return res
 
     def iperfSingle(
         self, hosts: list[Any] | None = None, udpBw: str = "10M", period: int = 60, port: int = 5001

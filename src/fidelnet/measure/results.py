@@ -195,8 +195,17 @@ class SelftestResult(_Model):
 
 
 class TcpInterval(_Model):
+    """One receiver report interval: ``t_s`` its start (from the start of the test),
+    ``goodput_bps`` the payload the receiver read in it. ``wire_bps`` is that as L2
+    frames (see docs/measure-tcp.md); ``warmup`` marks intervals before the
+    measured span (shown, not counted)."""
+
     t_s: float
     goodput_bps: float
+    end_s: float | None = None
+    bytes: int | None = None
+    wire_bps: float | None = None
+    warmup: bool = False
 
 
 class TcpFlowResult(_Model):
@@ -213,6 +222,22 @@ class TcpFlowResult(_Model):
     window_bytes: int | None = None
     intervals: list[TcpInterval]
     warmup_s: float
+    # sender_bps: the sender's figure over the measured span (the receiver's own span);
+    # receiver_bps: iperf3's whole-run receiver figure (warm-up included);
+    # goodput_bps: the receiver's mean after the warm-up, the figure to use.
+    dst_addr: str | None = None
+    path: list[str] = Field(default_factory=list)
+    measured_s: float | None = None
+    sender_total_bps: float | None = None
+    sender_peak_bps: float | None = None
+    wire_bps: float | None = None
+    mss_bytes: int | None = None
+    bottleneck_bps: float | None = None
+    rtt_s: float | None = None
+    suggested_window_bytes: int | None = None
+    sndbuf_bytes: int | None = None
+    rcvbuf_bytes: int | None = None
+    congestion: str | None = None
 
 
 class TcpResult(_Model):
@@ -228,6 +253,10 @@ class TcpResult(_Model):
     window_applied: bool = False
     note: str | None = None
     flags: list[Flag] = Field(default_factory=list)
+    rtt_s: float | None = None
+    bidirectional: bool = False
+    frame_overhead_bytes: int = 66
+    exceeding_intervals: int = 0
 
 
 Result = Annotated[
