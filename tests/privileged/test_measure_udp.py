@@ -13,8 +13,8 @@ import pytest
 from fidelnet import Network
 from fidelnet.errors import ValidationError
 from fidelnet.measure import latency
+from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.pktgen import find_pktgen
-from fidelnet.measure.udp import udp, zero_loss_rate
 from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec
 
 pytestmark = pytest.mark.privileged

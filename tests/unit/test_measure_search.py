@@ -6,9 +6,9 @@ import pytest
 
 from fidelnet.errors import ValidationError
 from fidelnet.measure.latency import empty_summary
+from fidelnet.measure.packets import finish, search
 from fidelnet.measure.pktgen import TrafficSpec
 from fidelnet.measure.results import UdpResult
-from fidelnet.measure.udp import finish, search
 
 
 def _result(

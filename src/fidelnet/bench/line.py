@@ -28,7 +28,7 @@ from typing import Any
 
 from fidelnet.bench.peer import MininetLine
 from fidelnet.errors import MeasurementError, ValidationError
-from fidelnet.measure import pktgen, udp
+from fidelnet.measure import packets, pktgen
 from fidelnet.measure.provenance import Provenance, collect, tool_version
 from fidelnet.measure.results import FloorSummary, UdpResult, ZeroLossResult, save_result
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
@@ -106,7 +106,7 @@ class _Bench:
         self.opts = opts
         self.floor = floor
         self.say = say
-        self.place = udp.placement(True, None, None)
+        self.place = packets.placement(True, None, None)
 
     def measure(self, stack: Stack, shape: str, rate: float, duration: float) -> UdpResult:
         spec = pktgen.TrafficSpec(rate, FRAME, duration, shape, self.opts.burst)  # type: ignore[arg-type]
@@ -147,7 +147,7 @@ class _Bench:
 
         self.say(f"{stack.name}: zero-loss search, {shape}")
         low = 10_000.0
-        ndr, pdr, trials = udp.search(
+        ndr, pdr, trials = packets.search(
             trial,
             low_pps=low,
             high_pps=o.high_pps,
@@ -155,7 +155,7 @@ class _Bench:
             pdr_loss=0.005,
             max_trials=30,
         )
-        result = udp.finish(
+        result = packets.finish(
             "lg", "rx", FRAME, shape, o.burst, o.trial_s, o.resolution_pps, low, o.high_pps,
             0.005, ndr, pdr, trials,
         )  # fmt: skip
@@ -256,14 +256,14 @@ def run(
         )
     say(f"building the {opts.n}-router line with fidelnet" + (" and Mininet" if peer else ""))
     with Network(topology(opts.n), command="fidelnet bench line") as net:
-        hop = udp.first_hop(net, "lg")
+        hop = packets.first_hop(net, "lg")
         if hop is None:
             raise MeasurementError("the line has no link from lg")
         stacks = [
             Stack("fidelnet", net["lg"], net["rx"], addr, collect(net, tools={"pktgen": version}))
         ]
         if bench.place.receiver is not None:
-            udp.steer_rps(hop[0], hop[1], bench.place.receiver)
+            packets.steer_rps(hop[0], hop[1], bench.place.receiver)
         if peer is not None:
             peer.__enter__()
         try:

@@ -15,10 +15,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.pktgen import TrafficSpec, find_pktgen
 from fidelnet.measure.provenance import machine, tool_version
 from fidelnet.measure.results import Flag, FloorSummary, SelftestResult, UdpResult
-from fidelnet.measure.udp import udp, zero_loss_rate
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 
 __all__ = ["floor_path", "load_floor", "selftest", "topology"]
