@@ -69,12 +69,15 @@ class LineOptions:
     resolution_pps: float = 5_000.0
     peer: bool = True
     shapes: tuple[str, ...] = ("cbr", "burst")
+    mode: pktgen.Mode = "gso"
 
     def check(self) -> None:
         if not 2 <= self.n <= 64:
             raise ValidationError("n", "the line needs 2..64 routers", self.n)
         if not self.rates_kpps or any(r <= 0 or r > 10_000 for r in self.rates_kpps):
             raise ValidationError("rates", "each rate must be in (0, 10000] kpps", self.rates_kpps)
+        if self.mode not in pktgen.MODES:
+            raise ValidationError("mode", "unknown sender mode", self.mode, pktgen.MODES)
         for s in self.shapes:
             if s not in ("cbr", "burst"):
                 raise ValidationError("shapes", "unknown traffic shape", s, ("cbr", "burst"))
@@ -109,7 +112,14 @@ class _Bench:
         self.place = packets.placement(True, None, None)
 
     def measure(self, stack: Stack, shape: str, rate: float, duration: float) -> UdpResult:
-        spec = pktgen.TrafficSpec(rate, FRAME, duration, shape, self.opts.burst)  # type: ignore[arg-type]
+        spec = pktgen.TrafficSpec(
+            rate,
+            FRAME,
+            duration,
+            shape,  # type: ignore[arg-type]
+            self.opts.burst,
+            mode=self.opts.mode,
+        )
         name = f"{stack.name}-{_key(shape, rate)}"
         result = pktgen.run(
             stack.src,
@@ -135,7 +145,7 @@ class _Bench:
         o = self.opts
 
         def trial(rate: float) -> UdpResult:
-            spec = pktgen.TrafficSpec(rate, FRAME, o.trial_s, shape, o.burst)  # type: ignore[arg-type]
+            spec = pktgen.TrafficSpec(rate, FRAME, o.trial_s, shape, o.burst, mode=o.mode)  # type: ignore[arg-type]
             return pktgen.run(
                 stack.src,
                 stack.dst,
@@ -264,12 +274,16 @@ def run(
         ]
         if bench.place.receiver is not None:
             packets.steer_rps(hop[0], hop[1], bench.place.receiver)
+        if opts.mode == "gso":
+            pktgen.prepare_gso(net["lg"], [i.name for i in net["lg"].intf_list()])
         if peer is not None:
             peer.__enter__()
         try:
             if peer is not None:
                 if bench.place.receiver is not None:
                     peer.nodes["h1"].steer_rps("h1-eth0", bench.place.receiver)
+                if opts.mode == "gso":
+                    pktgen.prepare_gso(peer.nodes["lg"], ["lg-eth0"])
                 prov = collect(None, tools={"pktgen": version, "mininet": peer.version})
                 prov = prov.model_copy(
                     update={"backends": {"link:veth": opts.n + 1, "node:mininet": opts.n + 2}}
@@ -296,6 +310,7 @@ def run(
     summary = {
         "tables": [{"title": t, "header": h, "rows": r} for t, h, r in tables(stacks, half)],
         "placement": {"sender_cpu": bench.place.sender, "receiver_cpu": bench.place.receiver},
+        "mode": opts.mode,
         "ndr_pps": {s.name: {k: v.ndr_pps for k, v in s.searches.items()} for s in stacks},
         "half_rate_p999_ns": {k: v.latency.p999_ns for k, v in half.items()},
     }

@@ -68,6 +68,13 @@ def bench() -> None:
     help="Measure stock Mininet beside fidelnet.",
 )
 @click.option("--no-bursts", is_flag=True, help="CBR only.")
+@click.option(
+    "--mode",
+    type=click.Choice(["udp", "gso", "packet"]),
+    default="gso",
+    show_default=True,
+    help="pktgen's sender mode (gso: >= 1 Mpps on one core).",
+)
 def line(
     out: Path | None,
     routers: int,
@@ -77,6 +84,7 @@ def line(
     burst: int,
     peer: bool,
     no_bursts: bool,
+    mode: str,
 ) -> None:
     """The CIMininet line: lg - h1..h7 - rx, 64-byte frames, fidelnet beside Mininet.
 
@@ -102,6 +110,7 @@ def line(
         burst=burst,
         peer=peer,
         shapes=("cbr",) if no_bursts else ("cbr", "burst"),
+        mode=mode,  # type: ignore[arg-type]
     )
     opts.check()
     floor = load_floor()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
-from fidelnet.measure.pktgen import Pattern, TrafficSpec, run
+from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
 from fidelnet.measure.results import Flag, Trial, UdpResult, ZeroLossResult
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ def _prepare(
     pin: bool,
     sender_cpu: int | None,
     receiver_cpu: int | None,
+    mode: Mode = "udp",
 ) -> tuple[Node, Node, str, Placement]:
     s = _node(net, "src", src)
     d = _node(net, "dst", dst)
@@ -110,6 +111,8 @@ def _prepare(
         hop = first_hop(net, src)
         if hop is not None and hop[0].netns is not None:
             steer_rps(hop[0], hop[1], place.receiver)
+    if mode == "gso":
+        prepare_gso(s, [i.name for i in s.intf_list()])
     return s, d, addr, place
 
 
@@ -130,12 +133,13 @@ def udp(
     sender_cpu: int | None = None,
     receiver_cpu: int | None = None,
     hdr_log: str | None = None,
+    mode: Mode = "udp",
 ) -> UdpResult:
     """Send ``rate_pps`` packets/s of ``size``-byte frames from ``src`` to ``dst`` for
     ``duration`` seconds and measure loss, one-way latency and the received rate."""
-    spec = TrafficSpec(rate_pps, size, duration, pattern, burst, flows, seed)
+    spec = TrafficSpec(rate_pps, size, duration, pattern, burst, flows, seed, mode=mode)
     spec.check()
-    s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu)
+    s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
     return run(
         s,
         d,
@@ -244,6 +248,7 @@ def zero_loss_rate(
     pin: bool = True,
     sender_cpu: int | None = None,
     receiver_cpu: int | None = None,
+    mode: Mode = "udp",
 ) -> ZeroLossResult:
     """RFC 2544 throughput: the highest offered rate in [low_pps, high_pps] at which
     no packet is lost (NDR), and the highest with loss at most ``pdr_loss`` (PDR, a
@@ -260,11 +265,11 @@ def zero_loss_rate(
         raise ValidationError("pdr_loss", "must be a ratio in [0, 1)", pdr_loss)
     if max_trials < 2:
         raise ValidationError("max_trials", "must be at least 2", max_trials)
-    TrafficSpec(high_pps, size, trial_s, pattern, burst).check()
-    s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu)
+    TrafficSpec(high_pps, size, trial_s, pattern, burst, mode=mode).check()
+    s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
 
     def trial(rate: float) -> UdpResult:
-        spec = TrafficSpec(rate, size, trial_s, pattern, burst)
+        spec = TrafficSpec(rate, size, trial_s, pattern, burst, mode=mode)
         return run(s, d, addr, spec, sender_cpu=place.sender, receiver_cpu=place.receiver)
 
     ndr, pdr, trials = search(

@@ -33,15 +33,19 @@ from fidelnet.measure.results import Flag, Interval, UdpFlowResult, UdpResult
 __all__ = [
     "MAX_SIZE",
     "MIN_SIZE",
+    "MODES",
     "PATTERNS",
     "Runner",
     "TrafficSpec",
     "find_pktgen",
+    "prepare_gso",
     "run",
 ]
 
 PATTERNS: tuple[str, ...] = ("cbr", "burst", "poisson")
 Pattern = Literal["cbr", "burst", "poisson"]
+MODES: tuple[str, ...] = ("udp", "gso", "packet")
+Mode = Literal["udp", "gso", "packet"]
 MIN_SIZE = 64  # Ethernet frame with FCS; 18 bytes of UDP payload over IPv4
 MAX_SIZE = 1518
 MAX_RATE = 100e6
@@ -74,6 +78,7 @@ class TrafficSpec:
     flows: int = 1
     seed: int | None = None
     batch: int | None = None
+    mode: Mode = "udp"
 
     def check(self) -> None:
         """Raise ValidationError naming the first bad field."""
@@ -93,6 +98,8 @@ class TrafficSpec:
             raise ValidationError("burst", "must be a whole number of packets >= 1", self.burst)
         if not isinstance(self.flows, int) or not 1 <= self.flows <= 1024:
             raise ValidationError("flows", "must be 1..1024", self.flows)
+        if self.mode not in MODES:
+            raise ValidationError("mode", "unknown sender mode", self.mode, MODES)
         if self.batch is not None and not 1 <= self.batch <= 1024:
             raise ValidationError("batch", "must be 1..1024", self.batch)
 
@@ -172,6 +179,8 @@ def _send_argv(
     ]
     if spec.pattern == "burst":
         argv += ["--burst", str(spec.burst)]
+    if spec.mode != "udp":
+        argv += ["--mode", spec.mode]
     if spec.batch is not None:
         argv += ["--batch", str(spec.batch)]
     if cpu is not None:
@@ -220,6 +229,26 @@ def _wait_ready(proc: subprocess.Popen[Any], ready: Path, who: str) -> None:
         if time.monotonic() > deadline:
             raise MeasurementError(f"pktgen receiver in {who} not ready after {_READY_TIMEOUT} s")
         time.sleep(0.005)
+
+
+def prepare_gso(node: Runner, devices: Sequence[str]) -> None:
+    """``--mode gso`` hands the kernel one buffer of many datagrams (UDP_SEGMENT);
+    with ``tx-udp-segmentation`` off on the egress device the kernel splits it
+    before the device, so separate frames cross the link, as in ``udp`` mode.
+    pktgen refuses gso while the feature is on; this turns it off (ethtool)."""
+    for dev in devices:
+        p = node.popen(
+            ["ethtool", "-K", dev, "tx-udp-segmentation", "off"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _out, err = p.communicate(timeout=10)
+        if p.returncode != 0:
+            raise MeasurementError(
+                f"{node.name}: cannot turn tx-udp-segmentation off on {dev} for --mode gso "
+                f"(ethtool exit {p.returncode}: {(err or '').strip()}); use mode='udp'"
+            )
 
 
 def _resolve_neighbour(src: Runner, addr: str) -> None:
@@ -437,6 +466,7 @@ def combine(
             dst=dst,
             size=spec.size,
             pattern=spec.pattern,
+            mode=spec.mode,
             burst=spec.burst if spec.pattern == "burst" else None,
             requested_pps=float(spec.rate_pps),
             achieved_pps=float(sent["achieved_pps"]),

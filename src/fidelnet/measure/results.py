@@ -111,6 +111,7 @@ class UdpResult(_Model):
     dst: str
     size: int
     pattern: str
+    mode: str = "udp"
     burst: int | None = None
     requested_pps: float
     achieved_pps: float

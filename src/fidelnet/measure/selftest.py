@@ -93,10 +93,13 @@ def selftest(
         for rate in LATENCY_RATES:
             say(f"latency floor at {rate / 1000:.0f} kpps, {duration:g} s")
             runs.append(udp(net, "gen", "rcv", rate, size=size, duration=duration))
-        say("highest send rate")
-        probe = udp(net, "gen", "rcv", PROBE_RATE, size=size, duration=min(duration, 2.0))
-        runs.append(probe)
-        max_send = probe.achieved_pps
+        for mode in ("udp", "gso"):
+            say(f"highest send rate, --mode {mode}")
+            probe = udp(
+                net, "gen", "rcv", PROBE_RATE, size=size, duration=min(duration, 2.0), mode=mode
+            )
+            runs.append(probe)
+        max_send = max(r.achieved_pps for r in runs[len(LATENCY_RATES) :])
         max_zero = None
         if search:
             say("highest zero-loss rate (binary search)")
@@ -121,13 +124,14 @@ def selftest(
         measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         source=_source(),
     )
-    flags = [f for r in runs[:-1] for f in r.flags]
-    if any(r.lost for r in runs[:-1]):
+    latency_runs = runs[: len(LATENCY_RATES)]
+    flags = [f for r in latency_runs for f in r.flags]
+    if any(r.lost for r in latency_runs):
         flags.append(
             Flag(
                 code="floor_loss",
                 message="the generator and receiver lost packets over a bare veth pair at "
-                + ", ".join(f"{r.requested_pps / 1000:.0f} kpps" for r in runs[:-1] if r.lost),
+                + ", ".join(f"{r.requested_pps / 1000:.0f} kpps" for r in latency_runs if r.lost),
             )
         )
     if save:
