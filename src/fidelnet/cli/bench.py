@@ -125,7 +125,7 @@ def line(
             table.add_column(h, justify="right")
         for r in rows:
             table.add_row(*r)
-        Console().print(table)
+        Console(width=max(Console().width, 160)).print(table)
     try:
         from fidelnet.report import render_dir
     except ImportError:  # pragma: no cover - the report package ships with fidelnet

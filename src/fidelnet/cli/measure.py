@@ -59,11 +59,22 @@ def selftest(duration: float, search: bool, out: Path | None) -> None:
     target.mkdir(parents=True, exist_ok=True)
     path = save_result(target, "selftest", result, collect(None), result.floor)
     table = Table(title="pktgen over a bare veth pair (64-byte frames)")
-    for col in ("offered pps", "sent pps", "loss", "p50 µs", "p99.9 µs", "max µs", "socket drops"):
+    cols = (
+        "mode",
+        "offered pps",
+        "sent pps",
+        "loss",
+        "p50 µs",
+        "p99.9 µs",
+        "max µs",
+        "socket drops",
+    )
+    for col in cols:
         table.add_column(col, justify="right")
     for r in result.runs:
         lat = r.latency
         table.add_row(
+            r.mode,
             f"{r.requested_pps:,.0f}",
             f"{r.achieved_pps:,.0f}",
             f"{r.lost} ({100 * r.loss_ratio:.3f}%)",
@@ -72,7 +83,7 @@ def selftest(duration: float, search: bool, out: Path | None) -> None:
             f"{lat.max_ns / 1000:.1f}",
             str(r.socket_drops),
         )
-    Console().print(table)
+    Console(width=max(Console().width, 120)).print(table)
     f = result.floor
     click.echo(
         f"floor: latency p50 {f.latency_p50_ns / 1000:.1f} µs, "
