@@ -35,7 +35,8 @@ endif
 VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
-                build-essential pkg-config ca-certificates tcpdump ethtool
+                build-essential pkg-config ca-certificates tcpdump ethtool \
+                chromium
 # The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
 # Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
 # `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.
