@@ -1,6 +1,6 @@
 # fidelnet: one command each to install, run, check, test and benchmark.
 #
-#   make run        install, then build a default topology, pingall, iperf, tear down
+#   make run        install, then run the default scenario (7-node line) and print its report
 #   make test       install, check, cargo test, pytest (privileged tests need root)
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
@@ -22,7 +22,7 @@ PYTHON     ?= python3
 VENV       ?= .venv
 CARGO      ?= cargo
 BENCH_ARGS ?=
-RUN_ARGS   ?= --topo linear,4 --test all
+RUN_ARGS   ?=
 
 # rustup installs cargo in ~/.cargo/bin, which non-login shells (CI) may not have on PATH.
 ifeq ($(shell command -v $(CARGO)),)
@@ -78,9 +78,9 @@ native: venv
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
 	install -C -m 0755 target/release/fidelnet-pktgen $(VENV)/bin/fidelnet-pktgen
 
-## run: the default scenario (until scenarios land): build, pingall, short iperf, tear down
+## run: the embedded default scenario (the 7-node line at 10 kpps, with checks); prints the report's path
 run: install
-	$(VENV_PATH) $(VENV)/bin/fidelnet mn $(RUN_ARGS)
+	$(VENV_PATH) $(VENV)/bin/fidelnet run $(RUN_ARGS)
 
 ## check: formatting, lint and types, Python and Rust
 check: venv

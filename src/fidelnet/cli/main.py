@@ -4,7 +4,8 @@ Subcommands: ``mn`` (Mininet's ``mn``, options and scripts), ``clean`` (remove
 what stale runs own), ``compat-path`` (the directory holding the ``mininet``
 package shim), ``runs`` (list runs with state files), ``measure`` (the
 generator's floor), ``bench`` (benchmarks beside Mininet), ``report`` (an HTML
-page from a results directory).
+page from a results directory), ``validate``, ``run`` and ``test`` (scenario
+files).
 """
 
 from __future__ import annotations
@@ -102,14 +103,12 @@ def mn(args: tuple[str, ...]) -> None:
 def _register() -> None:
     from fidelnet.cli.bench import bench
     from fidelnet.cli.measure import measure
+    from fidelnet.cli.report import report
+    from fidelnet.cli.scenario import run, test
+    from fidelnet.cli.validate import validate
 
-    cli.add_command(measure)
-    cli.add_command(bench)
-    try:
-        from fidelnet.cli.report import report
-    except ImportError:  # the report command lands with the report package
-        return
-    cli.add_command(report)
+    for command in (measure, bench, report, validate, run, test):
+        cli.add_command(command)
 
 
 _register()

@@ -763,7 +763,7 @@ def render(
     ``out_dir/report.html``); returns the page's path. ``results`` are ``(label,
     result file)`` in the order shown; ``tables`` are extra ``(title, header,
     rows)`` tables shown after the overview."""
-    if not results:
+    if not results and not tables:
         raise ReportError("no results to report")
     root = Path(out_dir)
     page = Path(output) if output is not None else root / "report.html"

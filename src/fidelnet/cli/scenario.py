@@ -1,0 +1,88 @@
+"""``fidelnet run`` and ``fidelnet test``: scenario files, end to end."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["run", "test"]
+
+
+def _out(out: Path | None, kind: str) -> Path:
+    if out is not None:
+        return out
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("fidelnet-results") / f"{kind}-{stamp}"
+
+
+def _execute(files: tuple[Path, ...], out: Path | None, kind: str) -> bool:
+    from fidelnet.scenario import default_scenario
+    from fidelnet.scenario.suite import load_all, run_suite
+
+    err = Console(stderr=True)
+    scenarios = load_all(list(files)) if files else [default_scenario()]
+    target = _out(out, kind)
+    with err.status("starting") as status:
+
+        def say(message: str) -> None:
+            status.update(message)
+            err.print(f"[dim]*** {message}")
+
+        result = run_suite(scenarios, target, say=say)
+    console = Console(width=max(Console().width, 120))
+    for r in result.runs:
+        table = Table(title=f"{r.scenario}" + (f" run {r.index + 1}" if r.index else ""))
+        for col in ("check", "status", "measured", "expected"):
+            table.add_column(col)
+        for c in r.checks:
+            style = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
+            table.add_row(c.name, f"[{style[c.status]}]{c.status.upper()}", c.measured, c.expected)
+        console.print(table)
+        for c in r.checks:
+            if c.status in ("failed", "error"):
+                what = c.message or f"measured {c.measured}, expected {c.expected}"
+                click.echo(f"{c.status.upper()} {r.scenario}: {c.name}: {what}")
+                if c.detail:
+                    click.echo(f"    {c.detail}")
+    n_checks = sum(len(r.checks) for r in result.runs)
+    n_bad = sum(1 for r in result.runs for c in r.checks if c.status in ("failed", "error"))
+    click.echo(f"{n_checks - n_bad}/{n_checks} checks passed")
+    click.echo(f"results: {target}\njunit: {result.junit}")
+    click.echo(f"report: {result.report}" if result.report else "report: (no measurements)")
+    return result.passed
+
+
+_FILES = click.argument(
+    "files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+_OUT = click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results directory (default fidelnet-results/KIND-TIME).",
+)
+
+
+@click.command()
+@_FILES
+@_OUT
+def run(files: tuple[Path, ...], out: Path | None) -> None:
+    """Run scenario FILES (default: the embedded 7-node line) and write their results,
+    JUnit file and report. Exits 0 when they ran, whatever the checks said."""
+    _execute(files, out, "run")
+
+
+@click.command()
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@_OUT
+def test(files: tuple[Path, ...], out: Path | None) -> None:
+    """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
+    Every file is validated before anything is built (bad input: exit 2)."""
+    sys.exit(0 if _execute(files, out, "test") else 1)

@@ -1,0 +1,226 @@
+"""Judge a scenario's checks against what its traffic measured.
+
+Each check becomes a :class:`~fidelnet.report.junit.CheckOutcome` whose
+``measured`` and ``expected`` are written for people (``"1.84 ms"`` beside
+``"<= 1.00 ms"``). A check whose traffic failed to run is an ``error``, never a
+pass or a silent failure; the result's flags travel in ``detail``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.measure import latency as lat
+from fidelnet.measure.results import Flag, TcpResult, UdpResult, ZeroLossResult
+from fidelnet.report.junit import CheckOutcome
+from fidelnet.scenario import model as m
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["PingResult", "TrafficFailure", "evaluate"]
+
+
+@dataclass
+class PingResult:
+    """Reachability between node pairs: (sent, received) per (src, dst)."""
+
+    pairs: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def sent(self) -> int:
+        return sum(s for s, _r in self.pairs.values())
+
+    @property
+    def received(self) -> int:
+        return sum(r for _s, r in self.pairs.values())
+
+    def unreachable(self) -> list[str]:
+        return [f"{a}->{b}" for (a, b), (_s, r) in self.pairs.items() if r == 0]
+
+
+@dataclass(frozen=True)
+class TrafficFailure:
+    """A traffic item that could not be measured, and why."""
+
+    message: str
+
+
+Measured = UdpResult | TcpResult | ZeroLossResult | PingResult | TrafficFailure
+
+
+def _flags(flags: list[Flag]) -> str:
+    return "flags: " + (", ".join(f"{f.code} ({f.message})" for f in flags) if flags else "none")
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms" if ns >= 1e5 else f"{ns / 1e3:.1f} µs"
+
+
+def _pct(ratio: float) -> str:
+    return f"{100 * ratio:.4g} %"
+
+
+def _rate(bps: float) -> str:
+    for scale, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if bps >= scale:
+            return f"{bps / scale:.3f} {unit}"
+    return f"{bps:.0f} bit/s"
+
+
+def _outcome(
+    check: m.Check, ok: bool, measured: str, expected: str, detail: str = "", t0: float = 0.0
+) -> CheckOutcome:
+    return CheckOutcome(
+        name=check.key,
+        status="passed" if ok else "failed",
+        measured=measured,
+        expected=expected,
+        detail=detail,
+        seconds=time.monotonic() - t0 if t0 else 0.0,
+        classname=check.type,
+    )
+
+
+def _percentile_ns(result: UdpResult, percentile: float) -> int:
+    summary = result.latency
+    fixed = {50.0: summary.p50_ns, 90.0: summary.p90_ns, 99.0: summary.p99_ns}
+    fixed.update({99.9: summary.p999_ns, 99.99: summary.p9999_ns, 100.0: summary.max_ns})
+    if percentile in fixed:
+        return int(fixed[percentile])
+    if summary.hdr is None:
+        raise ValueError("no latency histogram to read this percentile from")
+    return int(lat.decode(summary.hdr).get_value_at_percentile(percentile))
+
+
+def _judge(check: m.Check, got: Measured) -> CheckOutcome:
+    if isinstance(check, m.ReachabilityCheck) and isinstance(got, PingResult):
+        lost = 1 - got.received / got.sent if got.sent else 1.0
+        bad = got.unreachable()
+        detail = ("unreachable: " + ", ".join(bad[:20])) if bad else ""
+        return _outcome(
+            check,
+            lost <= check.max_loss_ratio and got.sent > 0,
+            f"{_pct(lost)} lost ({got.received}/{got.sent} received)",
+            f"<= {_pct(check.max_loss_ratio)} lost",
+            detail,
+        )
+    if isinstance(check, m.LossCheck) and isinstance(got, UdpResult):
+        return _outcome(
+            check,
+            got.loss_ratio <= check.max_ratio and got.sent > 0,
+            f"{_pct(got.loss_ratio)} ({got.lost} of {got.sent})",
+            f"<= {_pct(check.max_ratio)}",
+            _flags(got.flags),
+        )
+    if isinstance(check, m.LatencyCheck) and isinstance(got, UdpResult):
+        if got.latency.count == 0:
+            return _outcome(check, False, "no packets received", f"<= {_ms(check.max_ns)}")
+        value_ns = _percentile_ns(got, check.percentile)
+        return _outcome(
+            check,
+            value_ns <= check.max_ns,
+            f"p{check.percentile:g} = {_ms(value_ns)}",
+            f"p{check.percentile:g} <= {_ms(check.max_ns)}",
+            _flags(got.flags),
+        )
+    if isinstance(check, m.GoodputCheck) and isinstance(got, TcpResult):
+        if check.flow is not None:
+            if check.flow >= len(got.flows):
+                return _outcome(check, False, f"{len(got.flows)} flows", f"flow {check.flow}")
+            bps = got.flows[check.flow].goodput_bps
+            what = f"flow {check.flow} goodput"
+        else:
+            bps, what = got.total_goodput_bps, "goodput"
+        return _outcome(
+            check,
+            bps >= check.min_bps,
+            f"{what} {_rate(bps)}",
+            f">= {_rate(check.min_bps)}",
+            _flags(got.flags),
+        )
+    if isinstance(check, m.JainCheck) and isinstance(got, TcpResult):
+        if got.jain is None:
+            return _outcome(check, False, "one flow: no fairness index", f">= {check.min}")
+        return _outcome(check, got.jain >= check.min, f"Jain {got.jain:.4f}", f">= {check.min:g}")
+    if isinstance(check, m.ZeroLossRateCheck) and isinstance(got, ZeroLossResult):
+        pps = got.ndr_pps if check.which == "ndr" else got.pdr_pps
+        return _outcome(
+            check,
+            pps >= check.min_pps,
+            f"{check.which.upper()} {pps / 1000:.1f} kpps",
+            f">= {check.min_pps / 1000:.1f} kpps",
+            _flags(got.flags),
+        )
+    return CheckOutcome(
+        name=check.key,
+        status="error",
+        message=f"check {check.type} cannot judge a {type(got).__name__}",
+        classname=check.type,
+    )
+
+
+def _command(net: Network, check: m.CommandCheck) -> CheckOutcome:
+    t0 = time.monotonic()
+    expected = []
+    if check.exit_code is not None:
+        expected.append(f"exit {check.exit_code}")
+    pattern = check.output_re
+    if pattern is not None:
+        expected.append(f"output matching /{pattern.pattern}/")
+    try:
+        out, err, rc = net[check.node].pexec(list(check.run), timeout=check.timeout_s)
+    except subprocess.TimeoutExpired:
+        return _outcome(
+            check, False, f"no exit within {check.timeout_s:g} s", ", ".join(expected), t0=t0
+        )
+    ok = check.exit_code is None or rc == check.exit_code
+    if pattern is not None and re.search(pattern, out) is None:
+        ok = False
+    tail = (out.strip()[-400:] + ("\nstderr: " + err.strip()[-400:] if err.strip() else "")).strip()
+    return _outcome(check, ok, f"exit {rc}", ", ".join(expected) or "runs", tail, t0)
+
+
+def evaluate(
+    net: Network, checks: list[m.Check], measured: Mapping[str, Measured]
+) -> list[CheckOutcome]:
+    """One outcome per check, in file order."""
+    out = []
+    for check in checks:
+        if isinstance(check, m.CommandCheck):
+            out.append(_command(net, check))
+            continue
+        got: Any = measured.get(check.traffic)
+        if got is None:
+            out.append(
+                CheckOutcome(
+                    name=check.key,
+                    status="error",
+                    message=f"traffic {check.traffic!r} was not run",
+                    classname=check.type,
+                )
+            )
+        elif isinstance(got, TrafficFailure):
+            out.append(
+                CheckOutcome(
+                    name=check.key,
+                    status="error",
+                    message=f"traffic {check.traffic!r} failed: {got.message}",
+                    classname=check.type,
+                )
+            )
+        else:
+            try:
+                out.append(_judge(check, got))
+            except (ValueError, KeyError) as exc:
+                out.append(
+                    CheckOutcome(
+                        name=check.key, status="error", message=str(exc), classname=check.type
+                    )
+                )
+    return out

@@ -1,0 +1,202 @@
+"""Run a validated scenario: build, set up, send its traffic, judge its checks, tear
+down; ``repeat`` times, each on a fresh network.
+
+Every result is saved with its provenance and the floor under
+``OUT/<scenario>/run-<i>/``; :func:`run_files` adds ``OUT/junit.xml`` and
+``OUT/report.html``. Nothing here validates input: :func:`fidelnet.scenario.load`
+has done that before anything is built.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fidelnet.errors import FidelnetError
+from fidelnet.measure import save
+from fidelnet.measure.packets import udp, zero_loss_rate
+from fidelnet.measure.tcp import tcp
+from fidelnet.report.junit import CheckOutcome, SuiteOutcome
+from fidelnet.scenario import model as m
+from fidelnet.scenario.checks import Measured, PingResult, TrafficFailure, evaluate
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["ScenarioRun", "run_scenario"]
+
+_PING_RE = re.compile(r"(\d+) packets transmitted, (\d+)( packets)? received")
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class ScenarioRun:
+    """One run of a scenario: what was measured, each check's outcome, where the
+    results are."""
+
+    scenario: str
+    index: int
+    out: Path
+    measured: dict[str, Measured] = field(default_factory=dict)
+    checks: list[CheckOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    run_id: str = ""
+    seed: int | None = None
+    setup_error: str | None = None
+
+    def suite(self, repeats: int) -> SuiteOutcome:
+        name = self.scenario if repeats == 1 else f"{self.scenario}[run {self.index + 1}]"
+        return SuiteOutcome(
+            name=name,
+            checks=self.checks,
+            seconds=self.seconds,
+            timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            properties={
+                "run_id": self.run_id,
+                "seed": "" if self.seed is None else str(self.seed),
+                "results": str(self.out),
+            },
+        )
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status in ("passed", "skipped") for c in self.checks)
+
+
+def _setup(net: Network, steps: list[m.SetupStep]) -> None:
+    for i, step in enumerate(steps):
+        if isinstance(step, m.FileStep):
+            path = Path(step.file.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(step.file.content)
+            os.chmod(path, int(step.file.mode, 8))
+            continue
+        try:
+            out, err, rc = net[step.node].pexec(list(step.run), timeout=step.timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise FidelnetError(f"setup[{i}] on {step.node}: {step.run} timed out") from exc
+        if rc != step.expect_exit:
+            raise FidelnetError(
+                f"setup[{i}] on {step.node}: {' '.join(step.run)} exited {rc}, expected "
+                f"{step.expect_exit}: {(err or out).strip()[-400:]}"
+            )
+
+
+def _ping(net: Network, item: m.Ping) -> PingResult:
+    pairs = item.pairs_in(net.spec)
+
+    def one(pair: tuple[str, str]) -> tuple[tuple[str, str], tuple[int, int]]:
+        a, b = pair
+        ip = net[b].ip
+        if not ip:
+            return pair, (item.count, 0)
+        argv = ["ping", "-n", "-q", "-c", str(item.count), "-i", f"{item.interval_s:g}"]
+        argv += ["-W", f"{max(item.timeout_s, 1.0):g}", ip]
+        out, _err, _rc = net[a].pexec(argv, timeout=item.count * (item.interval_s + 1) + 10)
+        found = _PING_RE.search(out)
+        return pair, ((int(found.group(1)), int(found.group(2))) if found else (item.count, 0))
+
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(pairs)))) as pool:
+        return PingResult(dict(pool.map(one, pairs)))
+
+
+def _traffic(net: Network, item: m.Traffic, out: Path) -> Measured:
+    if isinstance(item, m.Ping):
+        return _ping(net, item)
+    if isinstance(item, m.Pktgen):
+        spec = item.traffic_spec()
+        return udp(
+            net,
+            item.src,
+            item.dst,
+            spec.rate_pps,
+            size=spec.size,
+            duration=spec.duration,
+            pattern=spec.pattern,
+            burst=spec.burst,
+            flows=spec.flows,
+            seed=spec.seed,
+            mode=spec.mode,
+            hdr_log=str(out / f"{item.name}.hlog"),
+        )
+    if isinstance(item, m.ZeroLoss):
+        return zero_loss_rate(
+            net,
+            item.src,
+            item.dst,
+            size=item.size,
+            low_pps=item.low_pps,
+            high_pps=item.high_pps,
+            trial_s=item.trial_s,
+            resolution_pps=item.resolution_pps,
+            pdr_loss=item.pdr_loss_ratio,
+            pattern=item.pattern,
+            burst=item.burst,
+            max_trials=item.max_trials,
+            mode=item.mode,
+        )
+    return tcp(
+        net,
+        item.flow_pairs,
+        duration=item.duration_s,
+        interval=item.interval_s,
+        warmup=item.warmup_s,
+        window=item.window_bytes,
+        apply_window=item.apply_window,
+        bidirectional=item.bidirectional,
+    )
+
+
+def run_scenario(
+    scenario: m.Scenario, out: Path, *, index: int = 0, say: Say = lambda _m: None
+) -> ScenarioRun:
+    """One run on a fresh network. Setup failures and traffic failures become
+    ``error`` outcomes of the checks they affect; the network is always torn down."""
+    from fidelnet.network import Network
+
+    t0 = time.monotonic()
+    run = ScenarioRun(scenario.name, index, out)
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"{scenario.name}: building")
+    with Network(scenario.topology_spec(), command=f"fidelnet test {scenario.name}") as net:
+        run.run_id, run.seed = net.run_id, net.seed
+        try:
+            _setup(net, scenario.setup)
+        except FidelnetError as exc:
+            run.setup_error = str(exc)
+        if run.setup_error is None:
+            for item in scenario.traffic:
+                say(f"{scenario.name}: traffic {item.name} ({item.type})")
+                try:
+                    got = _traffic(net, item, out)
+                except FidelnetError as exc:
+                    got = TrafficFailure(str(exc))
+                run.measured[item.name] = got
+                if not isinstance(got, (PingResult, TrafficFailure)):
+                    save(out, item.name, got, net)
+                elif isinstance(got, PingResult):
+                    doc = {
+                        f"{a}->{b}": {"sent": s, "received": r}
+                        for (a, b), (s, r) in got.pairs.items()
+                    }
+                    (out / "ping").mkdir(exist_ok=True)
+                    (out / "ping" / f"{item.name}.json").write_text(json.dumps(doc, indent=1))
+            say(f"{scenario.name}: checks")
+            run.checks = evaluate(net, scenario.checks, run.measured)
+        else:
+            run.checks = [
+                CheckOutcome(name=c.key, status="error", message=run.setup_error, classname=c.type)
+                for c in scenario.checks
+            ]
+    run.seconds = time.monotonic() - t0
+    return run

@@ -1,0 +1,73 @@
+"""`fidelnet test` end to end as root: a scenario whose checks pass, one whose checks
+fail on purpose; the exit code, the JUnit file read back, the report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fidelnet.report.junit import parse_junit
+
+pytestmark = pytest.mark.privileged
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (creates network namespaces)")
+
+
+def _test(tmp_path: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fidelnet", "test", *(str(DATA / f) for f in files),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_passing_and_failing_scenarios(tmp_path: Path) -> None:
+    p = _test(tmp_path, "pass.yaml", "fail.yaml")
+    assert p.returncode == 1, p.stdout + p.stderr
+    suites = {s.name: s for s in parse_junit(tmp_path / "out" / "junit.xml")}
+    assert set(suites) == {"two-hosts-pass", "two-hosts-fail"}
+    good = {c.name: c for c in suites["two-hosts-pass"].checks}
+    assert {c.status for c in good.values()} == {"passed"}, good
+    assert set(good) == {"reachability-reach", "loss-load", "latency-load", "route-present"}
+    bad = {c.name: c for c in suites["two-hosts-fail"].checks}
+    assert {c.status for c in bad.values()} == {"failed"}, bad
+    # Measured beside expected, in the JUnit file and on the console.
+    lat = bad["too-strict-latency"]
+    assert lat.expected == "p50 <= 1.000 ms" and lat.measured.startswith("p50 = ")
+    assert float(lat.measured.split()[2]) >= 2.0  # one-way delay is 2 ms at least
+    assert bad["no-loss"].expected == "<= 1 %"
+    assert bad["wrong-exit"].measured == "exit 1"
+    assert "FAILED two-hosts-fail: too-strict-latency: measured p50 = " in p.stdout
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "Checks: two-hosts-fail" in report and 'data-plot="hdr"' in report
+    assert (tmp_path / "out" / "two-hosts-pass" / "run-1" / "load.json").is_file()
+
+
+def test_only_passing_scenario_exits_zero(tmp_path: Path) -> None:
+    p = _test(tmp_path, "pass.yaml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4/4 checks passed" in p.stdout
+
+
+def test_invalid_file_builds_nothing_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((DATA / "pass.yaml").read_text().replace("dst: h2", "dst: h9"))
+    before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "test", str(DATA / "pass.yaml"), str(bad)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"{bad}:" in p.stderr and "h9" in p.stderr
+    after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    assert after == before
