@@ -23,10 +23,12 @@ def _root() -> None:
         pytest.skip("needs root (creates network namespaces)")
 
 
-def _test(tmp_path: Path, *files: str) -> subprocess.CompletedProcess[str]:
+def _test(
+    tmp_path: Path, *files: str, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fidelnet", "test", *(str(DATA / f) for f in files),
-         "--out", str(tmp_path / "out")],
+         "--out", str(tmp_path / "out"), *extra],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 
@@ -53,10 +55,16 @@ def test_passing_and_failing_scenarios(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "two-hosts-pass" / "run-1" / "load.json").is_file()
 
 
-def test_only_passing_scenario_exits_zero(tmp_path: Path) -> None:
-    p = _test(tmp_path, "pass.yaml")
+def test_only_passing_scenario_exits_zero_and_captures_when_asked(tmp_path: Path) -> None:
+    p = _test(tmp_path, "pass.yaml", extra=("--pcap",))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "4/4 checks passed" in p.stdout
+    pcap = tmp_path / "out" / "two-hosts-pass" / "run-1" / "pcap" / "load-h1-h1-eth0.pcap"
+    data = pcap.read_bytes()
+    # pcap header (24 bytes), then records of 16-byte header + up to 96 captured bytes:
+    # 2000 pktgen packets must be there.
+    assert data[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4"), data[:4]
+    assert len(data) > 24 + 2000 * (16 + 60), len(data)
 
 
 def test_invalid_file_builds_nothing_and_exits_2(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ def _out(out: Path | None, kind: str) -> Path:
     return Path("fidelnet-results") / f"{kind}-{stamp}"
 
 
-def _execute(files: tuple[Path, ...], out: Path | None, kind: str) -> bool:
+def _execute(files: tuple[Path, ...], out: Path | None, kind: str, pcap: bool = False) -> bool:
     from fidelnet.scenario import default_scenario
     from fidelnet.scenario.suite import load_all, run_suite
 
@@ -33,7 +33,7 @@ def _execute(files: tuple[Path, ...], out: Path | None, kind: str) -> bool:
             status.update(message)
             err.print(f"[dim]*** {message}")
 
-        result = run_suite(scenarios, target, say=say)
+        result = run_suite(scenarios, target, say=say, pcap=pcap)
     console = Console(width=max(Console().width, 120))
     for r in result.runs:
         table = Table(title=f"{r.scenario}" + (f" run {r.index + 1}" if r.index else ""))
@@ -68,13 +68,19 @@ _OUT = click.option(
 )
 
 
+_PCAP = click.option(
+    "--pcap", is_flag=True, help="Capture each traffic item's senders (headers) to OUT/.../pcap/."
+)
+
+
 @click.command()
 @_FILES
 @_OUT
-def run(files: tuple[Path, ...], out: Path | None) -> None:
+@_PCAP
+def run(files: tuple[Path, ...], out: Path | None, pcap: bool) -> None:
     """Run scenario FILES (default: the embedded 7-node line) and write their results,
     JUnit file and report. Exits 0 when they ran, whatever the checks said."""
-    _execute(files, out, "run")
+    _execute(files, out, "run", pcap)
 
 
 @click.command()
@@ -82,7 +88,8 @@ def run(files: tuple[Path, ...], out: Path | None) -> None:
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @_OUT
-def test(files: tuple[Path, ...], out: Path | None) -> None:
+@_PCAP
+def test(files: tuple[Path, ...], out: Path | None, pcap: bool) -> None:
     """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
     Every file is validated before anything is built (bad input: exit 2)."""
-    sys.exit(0 if _execute(files, out, "test") else 1)
+    sys.exit(0 if _execute(files, out, "test", pcap) else 1)

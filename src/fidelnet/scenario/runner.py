@@ -9,13 +9,15 @@ has done that before anything is built.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import re
+import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,8 +159,60 @@ def _traffic(net: Network, item: m.Traffic, out: Path) -> Measured:
     )
 
 
+def _senders(item: m.Traffic) -> list[str]:
+    if isinstance(item, (m.Pktgen, m.ZeroLoss)):
+        return [item.src]
+    if isinstance(item, m.Iperf):
+        return sorted({a for a, _b in item.flow_pairs})
+    return []
+
+
+@contextlib.contextmanager
+def _capture(net: Network, item: m.Traffic, out: Path, enabled: bool) -> Iterator[None]:
+    """With ``enabled``, tcpdump on every interface of the item's sending nodes while
+    it runs: ``OUT/pcap/<traffic>-<node>-<intf>.pcap``, headers only (96 bytes)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    paths: list[Path] = []
+    if enabled:
+        (out / "pcap").mkdir(exist_ok=True)
+        for name in _senders(item):
+            for intf in net[name].intf_list():
+                path = out / "pcap" / f"{item.name}-{name}-{intf.name}.pcap"
+                paths.append(path)
+                # --immediate-mode: packets still in an unretired TPACKET_V3 block are
+                # lost when tcpdump stops (the last ~50 ms of a run, seen in tests).
+                argv = ["tcpdump", "-q", "-n", "-s", "96", "-U", "--immediate-mode"]
+                argv += ["-i", intf.name, "-w", str(path)]
+                procs.append(
+                    net[name].popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                )
+        # tcpdump writes the file header once its capture socket is open: wait for it,
+        # so the first packets are not missed.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+            q.exists() and q.stat().st_size >= 24 for q in paths
+        ):
+            time.sleep(0.02)
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def run_scenario(
-    scenario: m.Scenario, out: Path, *, index: int = 0, say: Say = lambda _m: None
+    scenario: m.Scenario,
+    out: Path,
+    *,
+    index: int = 0,
+    say: Say = lambda _m: None,
+    pcap: bool = False,
 ) -> ScenarioRun:
     """One run on a fresh network. Setup failures and traffic failures become
     ``error`` outcomes of the checks they affect; the network is always torn down."""
@@ -178,7 +232,8 @@ def run_scenario(
             for item in scenario.traffic:
                 say(f"{scenario.name}: traffic {item.name} ({item.type})")
                 try:
-                    got = _traffic(net, item, out)
+                    with _capture(net, item, out, pcap):
+                        got = _traffic(net, item, out)
                 except FidelnetError as exc:
                     got = TrafficFailure(str(exc))
                 run.measured[item.name] = got

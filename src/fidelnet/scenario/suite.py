@@ -51,13 +51,18 @@ def _checks_table(run: ScenarioRun, repeats: int) -> tuple[str, list[str], list[
 
 
 def run_suite(
-    scenarios: Sequence[Scenario], out: Path, *, say: Callable[[str], None] = lambda _m: None
+    scenarios: Sequence[Scenario],
+    out: Path,
+    *,
+    say: Callable[[str], None] = lambda _m: None,
+    pcap: bool = False,
 ) -> SuiteResult:
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ScenarioRun] = []
     for sc in scenarios:
         for i in range(sc.repeat):
-            runs.append(run_scenario(sc, out / sc.name / f"run-{i + 1}", index=i, say=say))
+            d = out / sc.name / f"run-{i + 1}"
+            runs.append(run_scenario(sc, d, index=i, say=say, pcap=pcap))
     repeats = {sc.name: sc.repeat for sc in scenarios}
     junit = write_junit(out / "junit.xml", [r.suite(repeats[r.scenario]) for r in runs])
     results = []
