@@ -121,7 +121,7 @@ def test_default_scenario() -> None:
     assert isinstance(reach_check, ReachabilityCheck) and reach_check.max_loss_ratio == 0.0
     assert isinstance(loss, LossCheck) and loss.max_ratio == 0.0
     assert isinstance(latency, LatencyCheck)
-    assert (latency.percentile, latency.max_ns) == (99.9, 5_000_000)
+    assert (latency.percentile, latency.max_ns) == (99.0, 5_000_000)
 
 
 def test_default_scenario_is_the_bench_line_shape() -> None:
