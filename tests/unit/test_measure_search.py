@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from fidelnet.errors import ValidationError
@@ -23,18 +25,14 @@ def _result(
     )  # fmt: skip
 
 
-def _capacity(cap: float, gen_max: float = 1e9) -> list[float]:
-    calls: list[float] = []
-
+def _capacity(cap: float, gen_max: float = 1e9) -> Callable[[float], UdpResult]:
     def trial(rate: float) -> UdpResult:
-        calls.append(rate)
         if rate > gen_max:
             return _result(rate, 0, reached=False, achieved=gen_max)
         over = max(rate - cap, 0.0) / rate
         return _result(rate, round(10_000 * over))
 
-    trial.calls = calls  # type: ignore[attr-defined]
-    return trial  # type: ignore[return-value]
+    return trial
 
 
 def test_ndr_converges_to_capacity_within_resolution() -> None:

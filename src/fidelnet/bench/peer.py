@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from fidelnet.errors import MeasurementError, NodeError
-from fidelnet.kernel import launcher
+from fidelnet.kernel import launcher, nic
 
 __all__ = ["ForeignNode", "MininetLine", "mininet_python"]
 
 _SCRIPT = Path(__file__).with_name("mininet_line.py")
-_RPS_SCRIPT = 'printf "%s" "$1" > "/sys/class/net/$2/queues/rx-0/rps_cpus"'
 
 
 def mininet_python() -> str | None:
@@ -53,7 +52,7 @@ class ForeignNode:
         """RPS for ``dev`` (a fresh sysfs in a private mount namespace shows this
         node's devices; Mininet hosts share the host's mounts)."""
         argv = launcher.exec_argv(
-            ["sh", "-c", _RPS_SCRIPT, "sh", format(1 << cpu, "x"), dev],
+            nic.rps_argv(dev, cpu),
             netns=self._netns(),
             new_mount=True,
         )

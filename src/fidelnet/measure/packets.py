@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
+from fidelnet.kernel import nic
 from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
 from fidelnet.measure.results import Flag, Trial, UdpResult, ZeroLossResult
 
@@ -34,8 +35,6 @@ __all__ = [
     "udp",
     "zero_loss_rate",
 ]
-
-_RPS_SCRIPT = 'printf "%s" "$1" > "/sys/class/net/$2/queues/rx-0/rps_cpus"'
 
 
 class Placement:
@@ -65,8 +64,7 @@ def steer_rps(node: Node, dev: str, cpu: int) -> None:
     """Steer receive processing of ``dev`` in ``node`` to ``cpu`` (RPS). The node's
     own sysfs shows its namespace's devices; the values go as arguments, never into
     the script text."""
-    mask = format(1 << cpu, "x")
-    out, err, rc = node.pexec(["sh", "-c", _RPS_SCRIPT, "sh", mask, dev], timeout=10)
+    _out, err, rc = node.pexec(nic.rps_argv(dev, cpu), timeout=10)
     if rc != 0:
         raise ValidationError(
             "pin", f"cannot steer receive processing of {node.name}:{dev} to CPU {cpu}", err.strip()

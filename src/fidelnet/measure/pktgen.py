@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.kernel import nic
 from fidelnet.measure import latency
 from fidelnet.measure.results import Flag, Interval, UdpFlowResult, UdpResult
 
@@ -238,7 +239,7 @@ def prepare_gso(node: Runner, devices: Sequence[str]) -> None:
     pktgen refuses gso while the feature is on; this turns it off (ethtool)."""
     for dev in devices:
         p = node.popen(
-            ["ethtool", "-K", dev, "tx-udp-segmentation", "off"],
+            nic.udp_segmentation_off_argv(dev),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -327,9 +328,8 @@ def run(
                 Path(log_path).write_bytes((work / "latency.hlog").read_bytes())
         finally:
             _stop(rx)
-            for p in (rx,):
-                if p.stderr is not None:
-                    p.stderr.close()
+            if rx.stderr is not None:
+                rx.stderr.close()
     return combine(
         src.name, dst.name, dst_addr, spec, sent, got, sender_cpu, receiver_cpu, log_path
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fidelnet._version import __version__
+from fidelnet.errors import StateError
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -123,7 +124,7 @@ def collect(
         seed = net.seed
         try:
             run_id = net.run_id
-        except Exception:
+        except StateError:  # not open yet: no run id
             run_id = None
     return Provenance(
         command=list(command) if command is not None else list(sys.argv),

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from fidelnet.errors import MeasurementError
 from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.pktgen import TrafficSpec, find_pktgen
 from fidelnet.measure.provenance import machine, tool_version
@@ -62,7 +63,7 @@ def load_floor() -> FloorSummary | None:
         return None
     try:
         same = floor.source == _source()
-    except Exception:
+    except MeasurementError:  # no generator: no floor to match
         return None
     return floor if same else None
 

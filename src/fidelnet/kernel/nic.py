@@ -1,0 +1,23 @@
+"""Per-device settings made from inside a node: argv lists that the node runs (its
+own sysfs and namespace), never shell text built from input.
+
+- RPS: steer a device's receive processing to one CPU.
+- ``tx-udp-segmentation``: off, so UDP_SEGMENT buffers are split before the device
+  and separate frames cross the link.
+"""
+
+from __future__ import annotations
+
+__all__ = ["rps_argv", "udp_segmentation_off_argv"]
+
+# Values arrive as positional arguments ($1, $2), never inside the script text.
+_RPS_SCRIPT = 'printf "%s" "$1" > "/sys/class/net/$2/queues/rx-0/rps_cpus"'
+
+
+def rps_argv(dev: str, cpu: int) -> list[str]:
+    """Write ``dev``'s rx-0 RPS mask so its receive work runs on ``cpu``."""
+    return ["sh", "-c", _RPS_SCRIPT, "sh", format(1 << cpu, "x"), dev]
+
+
+def udp_segmentation_off_argv(dev: str) -> list[str]:
+    return ["ethtool", "-K", dev, "tx-udp-segmentation", "off"]
