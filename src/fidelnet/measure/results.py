@@ -12,6 +12,10 @@ HdrHistogram implementation decodes (:func:`fidelnet.measure.latency.decode`).
 
 A result the run knows to be distorted is not an error: it carries :class:`Flag`
 entries (a stable ``code`` and a sentence for people), and the report shows them.
+Every result measured inside a network also carries a ``verdict``
+(:class:`fidelnet.fidelity.Verdict`: trusted, degraded or untrusted, with reasons)
+and the ``monitor`` record it was judged from; both are None in files written
+before verdicts existed, which the report shows as "not judged".
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fidelnet.fidelity.record import MonitorRecord
+from fidelnet.fidelity.verdict import Verdict
 from fidelnet.measure.provenance import Provenance
 
 __all__ = [
@@ -135,6 +141,8 @@ class UdpResult(_Model):
     receiver_cpu: int | None = None
     hdr_log: str | None = None
     flags: list[Flag] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    monitor: MonitorRecord | None = None
 
 
 class Trial(_Model):
@@ -170,6 +178,8 @@ class ZeroLossResult(_Model):
     generator_max_pps: float | None = None
     trials: list[Trial]
     flags: list[Flag] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    monitor: MonitorRecord | None = None
 
 
 class FloorSummary(_Model):
@@ -193,6 +203,8 @@ class SelftestResult(_Model):
     max_zero_loss_pps: float | None = None
     floor: FloorSummary
     flags: list[Flag] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    monitor: MonitorRecord | None = None
 
 
 class TcpInterval(_Model):
@@ -254,6 +266,8 @@ class TcpResult(_Model):
     window_applied: bool = False
     note: str | None = None
     flags: list[Flag] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    monitor: MonitorRecord | None = None
     rtt_s: float | None = None
     bidirectional: bool = False
     frame_overhead_bytes: int = 66
