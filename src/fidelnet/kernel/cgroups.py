@@ -24,6 +24,8 @@ from fidelnet.errors import KernelError, UnsupportedError
 __all__ = [
     "CgroupFS",
     "CpuLimit",
+    "CpuStat",
+    "cpu_stat",
     "detect",
     "join",
     "kill_and_remove",
@@ -276,3 +278,55 @@ def kill_and_remove(path: str, timeout: float = 5.0) -> None:
             time.sleep(0.002)
     with contextlib.suppress(OSError):
         os.rmdir(os.path.dirname(path))
+
+
+@dataclass(frozen=True)
+class CpuStat:
+    """CFS bandwidth counters of one cgroup (v1 ``cpu.stat`` or v2 ``cpu.stat``), and
+    its PSI ``some`` total where the v2 tree has ``cpu.pressure``."""
+
+    periods: int = 0
+    throttled_periods: int = 0
+    throttled_s: float = 0.0
+    usage_s: float | None = None
+    pressure_us: int | None = None
+
+
+def cpu_stat(paths: list[str]) -> CpuStat:
+    """The CPU counters of a node from its cgroup directories (the v1 cpu one has the
+    CFS counters when limits live in v1; the v2 one has usage and pressure)."""
+    periods = throttled = 0
+    throttled_s = 0.0
+    usage: float | None = None
+    pressure: int | None = None
+    for path in paths:
+        try:
+            text = _read(os.path.join(path, "cpu.stat"))
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            try:
+                n = int(value)
+            except ValueError:
+                continue
+            if key == "nr_periods":
+                periods = max(periods, n)
+            elif key == "nr_throttled":
+                throttled = max(throttled, n)
+            elif key == "throttled_time":  # v1, ns
+                throttled_s = max(throttled_s, n / 1e9)
+            elif key == "throttled_usec":  # v2
+                throttled_s = max(throttled_s, n / 1e6)
+            elif key == "usage_usec":
+                usage = n / 1e6
+        with contextlib.suppress(OSError, ValueError):
+            for line in _read(os.path.join(path, "cpu.pressure")).splitlines():
+                if line.startswith("some "):
+                    for field in line.split()[1:]:
+                        if field.startswith("total="):
+                            pressure = int(field[6:])
+        if usage is None:
+            with contextlib.suppress(OSError, ValueError):
+                usage = int(_read(os.path.join(path, "cpuacct.usage"))) / 1e9
+    return CpuStat(periods, throttled, throttled_s, usage, pressure)

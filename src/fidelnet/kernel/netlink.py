@@ -141,6 +141,18 @@ class Netlink:
             "mtu": msg.get_attr("IFLA_MTU"),
         }
 
+    def link_drops(self) -> dict[str, tuple[int, int, int]]:
+        """(index, rx_dropped, tx_dropped) of every interface here, by name (one dump)."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for msg in self.ipr.get_links():
+            stats = msg.get_attr("IFLA_STATS64") or msg.get_attr("IFLA_STATS") or {}
+            out[msg.get_attr("IFLA_IFNAME")] = (
+                int(msg["index"]),
+                int(stats.get("rx_dropped", 0)),
+                int(stats.get("tx_dropped", 0)),
+            )
+        return out
+
     def bridge_port_states(self, bridge_index: int) -> list[int]:
         """STP states of the bridge's ports (3 = forwarding, 4 = blocking)."""
         states = []

@@ -1,10 +1,19 @@
-"""Read-only facts from /proc and /sys: loaded modules, listening sockets."""
+"""Read-only facts from /proc and /sys: loaded modules, listening sockets, CPU time
+per core, CPU pressure (PSI), a process's CPU time."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["loaded_modules", "module_loaded", "tcp_listening"]
+__all__ = [
+    "cpu_pressure_us",
+    "cpu_times",
+    "loaded_modules",
+    "module_loaded",
+    "process_cpu_s",
+    "steal_and_total_s",
+    "tcp_listening",
+]
 
 _TCP_LISTEN = "0A"
 
@@ -38,3 +47,62 @@ def tcp_listening(pid: int, port: int) -> bool:
         except (OSError, StopIteration, ValueError, IndexError):
             continue
     return False
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# /proc/stat columns: user nice system idle iowait irq softirq steal guest guest_nice
+CpuTimes = tuple[float, float, float, float, float, float, float]
+"""Seconds per core: (user+nice, system, softirq, irq, steal, iowait, idle)."""
+
+
+def cpu_times(text: str | None = None) -> dict[int, CpuTimes]:
+    """Cumulative CPU time per core from ``/proc/stat`` (``text`` for tests)."""
+    if text is None:
+        with open("/proc/stat", encoding="ascii") as f:
+            text = f.read()
+    out: dict[int, CpuTimes] = {}
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        parts = line.split()
+        try:
+            cpu = int(parts[0][3:])
+            v = [int(x) / _CLK_TCK for x in parts[1:9]]
+        except (ValueError, IndexError):
+            continue
+        v += [0.0] * (8 - len(v))
+        user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+        out[cpu] = (user + nice, system, softirq, irq, steal, iowait, idle)
+    return out
+
+
+def steal_and_total_s() -> tuple[float, float]:
+    """Machine-wide (steal, all) CPU seconds so far."""
+    times = cpu_times()
+    return sum(t[4] for t in times.values()), sum(sum(t) for t in times.values())
+
+
+def cpu_pressure_us(path: str = "/proc/pressure/cpu") -> int | None:
+    """PSI ``some`` total (µs a runnable task waited for a CPU), or None without PSI
+    (the kernel lacks it, or it was booted with it off)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("some "):
+                    for field in line.split()[1:]:
+                        if field.startswith("total="):
+                            return int(field[6:])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User plus system CPU seconds of process ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None

@@ -24,6 +24,7 @@ __all__ = [
     "clear_root",
     "probe_qdisc",
     "qdisc_stats",
+    "root_qdisc_drops",
     "set_netem",
     "set_rate",
 ]
@@ -146,6 +147,18 @@ def qdisc_stats(nl: Netlink, index: int) -> list[dict[str, Any]]:
                 "qlen": queue.get("qlen", 0),
             }
         )
+    return out
+
+
+def root_qdisc_drops(nl: Netlink) -> dict[int, tuple[str, int]]:
+    """(kind, drops) of the root qdisc of every interface in ``nl``'s namespace, by
+    interface index (one dump)."""
+    out: dict[int, tuple[str, int]] = {}
+    for msg in nl.ipr.get_qdiscs():
+        if msg["parent"] != 0xFFFFFFFF:
+            continue
+        queue = msg.get_nested("TCA_STATS2", "TCA_STATS_QUEUE") or {}
+        out[int(msg["index"])] = (str(msg.get_attr("TCA_KIND")), int(queue.get("drops", 0)))
     return out
 
 

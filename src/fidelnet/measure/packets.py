@@ -20,6 +20,7 @@ from fidelnet.errors import ValidationError
 from fidelnet.kernel import nic
 from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
 from fidelnet.measure.results import Flag, Trial, UdpResult, ZeroLossResult
+from fidelnet.measure.verdicts import judged, path_nodes, watch
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -132,21 +133,33 @@ def udp(
     receiver_cpu: int | None = None,
     hdr_log: str | None = None,
     mode: Mode = "udp",
+    monitor: bool = True,
 ) -> UdpResult:
     """Send ``rate_pps`` packets/s of ``size``-byte frames from ``src`` to ``dst`` for
-    ``duration`` seconds and measure loss, one-way latency and the received rate."""
+    ``duration`` seconds and measure loss, one-way latency and the received rate.
+    With ``monitor`` (the default) the run is watched and the result carries its
+    verdict (:mod:`fidelnet.fidelity`)."""
     spec = TrafficSpec(rate_pps, size, duration, pattern, burst, flows, seed, mode=mode)
     spec.check()
     s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
-    return run(
-        s,
-        d,
-        addr,
-        spec,
-        sender_cpu=place.sender,
-        receiver_cpu=place.receiver,
-        hdr_log=hdr_log,
-    )
+    nodes, shaped = path_nodes(net, src, dst) if monitor else ([], False)
+    with watch(net, nodes, monitor) as mon:
+        if mon is not None:
+            mon.begin()
+        result = run(
+            s,
+            d,
+            addr,
+            spec,
+            sender_cpu=place.sender,
+            receiver_cpu=place.receiver,
+            hdr_log=hdr_log,
+        )
+        if mon is not None:
+            mon.end()
+    if mon is None:
+        return result
+    return judged(result, mon.record(), capacity_limited=shaped)
 
 
 def _trial(result: UdpResult) -> Trial:
@@ -247,11 +260,14 @@ def zero_loss_rate(
     sender_cpu: int | None = None,
     receiver_cpu: int | None = None,
     mode: Mode = "udp",
+    monitor: bool = True,
 ) -> ZeroLossResult:
     """RFC 2544 throughput: the highest offered rate in [low_pps, high_pps] at which
     no packet is lost (NDR), and the highest with loss at most ``pdr_loss`` (PDR, a
     ratio: 0.005 = 0.5 % as in FD.io CSIT), by binary search down to
-    ``resolution_pps`` (default 1 % of ``high_pps``), with trials of ``trial_s``."""
+    ``resolution_pps`` (default 1 % of ``high_pps``), with trials of ``trial_s``.
+    With ``monitor``, every trial is watched and the verdict is that of the trial at
+    the NDR (searching past the machine's limit is the point of the other trials)."""
     if not 0 < low_pps < high_pps:
         raise ValidationError("low_pps", "must be > 0 and below high_pps", low_pps)
     resolution = resolution_pps if resolution_pps is not None else high_pps / 100
@@ -266,9 +282,20 @@ def zero_loss_rate(
     TrafficSpec(high_pps, size, trial_s, pattern, burst, mode=mode).check()
     s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
 
+    nodes, shaped = path_nodes(net, src, dst) if monitor else ([], False)
+    records = {}
+
     def trial(rate: float) -> UdpResult:
         spec = TrafficSpec(rate, size, trial_s, pattern, burst, mode=mode)
-        return run(s, d, addr, spec, sender_cpu=place.sender, receiver_cpu=place.receiver)
+        with watch(net, nodes, monitor) as mon:
+            if mon is not None:
+                mon.begin()
+            got = run(s, d, addr, spec, sender_cpu=place.sender, receiver_cpu=place.receiver)
+            if mon is not None:
+                mon.end()
+        if mon is not None:
+            records[float(round(rate))] = mon.record()
+        return got
 
     ndr, pdr, trials = search(
         trial,
@@ -278,7 +305,7 @@ def zero_loss_rate(
         pdr_loss=pdr_loss,
         max_trials=max_trials,
     )
-    return finish(
+    result = finish(
         src,
         dst,
         size,
@@ -293,6 +320,9 @@ def zero_loss_rate(
         pdr,
         trials,
     )
+    if not monitor:
+        return result
+    return judged(result, records.get(float(round(ndr))), capacity_limited=shaped)
 
 
 def finish(

@@ -22,23 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fidelnet._version import __version__
 from fidelnet.errors import StateError
+from fidelnet.fidelity.machine import Machine, machine
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.topology.spec import TopologySpec
 
 __all__ = ["Machine", "Provenance", "collect", "machine", "tool_version", "topology_hash"]
-
-
-class Machine(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    hostname: str
-    kernel: str
-    cpus: int
-    cpu_model: str
-    mem_total_kib: int | None = None
-    virtualized: bool | None = None
 
 
 class Provenance(BaseModel):
@@ -54,32 +44,6 @@ class Provenance(BaseModel):
     topology_hash: str | None = None
     seed: int | None = None
     machine: Machine
-
-
-def _first_line_matching(path: str, prefix: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(prefix):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
-
-
-def machine() -> Machine:
-    """This machine: kernel, CPUs, memory, and whether it is a VM (cpuinfo's
-    ``hypervisor`` flag)."""
-    flags = _first_line_matching("/proc/cpuinfo", "flags") or ""
-    mem = _first_line_matching("/proc/meminfo", "MemTotal")
-    return Machine(
-        hostname=platform.node(),
-        kernel=platform.release(),
-        cpus=os.cpu_count() or 1,
-        cpu_model=_first_line_matching("/proc/cpuinfo", "model name") or platform.machine(),
-        mem_total_kib=int(mem.split()[0]) if mem else None,
-        virtualized=("hypervisor" in flags.split()) if flags else None,
-    )
 
 
 def tool_version(argv: list[str]) -> str | None:

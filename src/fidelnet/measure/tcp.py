@@ -39,6 +39,7 @@ from fidelnet.measure import iperf3
 from fidelnet.measure.fairness import jain
 from fidelnet.measure.path import Hop, Path, path
 from fidelnet.measure.results import Flag, TcpFlowResult, TcpInterval, TcpResult
+from fidelnet.measure.verdicts import judged, watch
 from fidelnet.topology.units import parse_size
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ def tcp(
     bidirectional: bool = False,
     port: int = 5201,
     timeout: float | None = None,
+    monitor: bool = True,
 ) -> TcpResult:
     """Run one iperf3 TCP flow per ``(src, dst)`` pair of node names, all at once, and
     return the receivers' goodput after the warm-up, with flags (module docstring).
@@ -132,7 +134,9 @@ def tcp(
     for every pair. Server ports are ``port``, ``port + 1``, ... in flow order.
     ``timeout``: seconds the clients have after they start (default duration + 10 s +
     10 RTTs). Raises ValidationError for bad arguments (before anything runs) and
-    MeasurementError when iperf3 fails or a flow times out (naming it).
+    MeasurementError when iperf3 fails or a flow times out (naming it). With
+    ``monitor`` (the default) the run is watched over the flows' paths and the result
+    carries its verdict (:mod:`fidelnet.fidelity`).
 
     The window rule is Hardin et al.'s Table II, which follows their equation 1
     (throughput = window / RTT): a window of the bottleneck's bandwidth-delay product
@@ -153,13 +157,19 @@ def tcp(
     _check_span(seconds, warm)
     suggestions = [suggest_for(plan, plans) for plan in plans]
     windows = _windows(wanted, apply_window, suggestions)
-    outputs = iperf3.run(
-        [_session(net, plan, w) for plan, w in zip(plans, windows, strict=True)],
-        duration=seconds,
-        interval=interval,
-        timeout=_timeout(timeout, seconds, rtt),
-    )
-    return analyse(
+    nodes = sorted({n for p in plans for n in p.path.nodes})
+    with watch(net, nodes, monitor) as mon:
+        if mon is not None:
+            mon.begin()
+        outputs = iperf3.run(
+            [_session(net, plan, w) for plan, w in zip(plans, windows, strict=True)],
+            duration=seconds,
+            interval=interval,
+            timeout=_timeout(timeout, seconds, rtt),
+        )
+        if mon is not None:
+            mon.end()
+    result = analyse(
         plans,
         [(o.client, o.server) for o in outputs],
         warmup=warm,
@@ -169,6 +179,10 @@ def tcp(
         window_applied=any(w is not None for w in windows),
         bidirectional=bidirectional,
     )
+    if mon is None:
+        return result
+    shaped = any(p.path.capacity_bps is not None for p in plans)
+    return judged(result, mon.record(), capacity_limited=shaped)
 
 
 def plan_flows(net: Network, names: Sequence[tuple[str, str]], port: int) -> list[FlowPlan]:

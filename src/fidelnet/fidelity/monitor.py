@@ -1,0 +1,428 @@
+"""The run monitor: what the machine did while a measurement ran.
+
+A :class:`Monitor` wraps one measurement::
+
+    with Monitor(net, nodes=["h1", "r1", "h2"]) as mon:
+        mon.begin()            # the measured traffic starts
+        ...                    # traffic
+        mon.end()              # and ends
+    record = mon.record()      # a MonitorRecord, saved with the result
+
+Two threads run while it is open, each pinned to the CPU it was started on and
+costing well under 1 % of one core (their own CPU time is measured and kept in the
+record as ``overhead_pct_core``):
+
+- a **sampler**, every ``interval`` (50 ms by default; ``/proc/stat`` counts in
+  10 ms ticks, so finer samples would be noise): per-core user, system, softirq,
+  irq, steal, iowait and idle, and the kernel's CPU pressure (PSI ``some``: the
+  share of time at least one runnable task waited for a CPU);
+- a **timer probe** that sleeps ``timer_period`` (10 ms) again and again and records
+  how late it woke: the scheduling delay any process here would have seen.
+
+Counters that only make sense as a difference are read once at :meth:`begin` and
+once at :meth:`end`: CFS throttling and pressure of every CPU-limited node's
+cgroup; the link engine's per-direction counters and lateness histograms (linkd's
+``stats``); and the kernel's drop counters of the watched nodes' interfaces and
+root qdiscs. The judge (:mod:`fidelnet.fidelity.judge`) reads the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.fidelity.record import (
+    CoreSeries,
+    CpuSeries,
+    EngineDirection,
+    InterfaceDrops,
+    MonitorRecord,
+    NodeThrottle,
+    TimerProbe,
+)
+from fidelnet.kernel import cgroups, procfs, tc
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["Monitor", "lateness_delta"]
+
+_SHAPING_QDISCS = frozenset({"htb", "tbf", "netem", "hfsc", "cake", "fq_codel", "fq"})
+_MAX_TIMER_SAMPLES = 200_000
+
+
+def _decode_counts(b64: str) -> dict[int, int]:
+    """Value -> count of an HdrHistogram V2 (deflate, base64), as linkd exports it."""
+    if not b64:
+        return {}
+    from hdrh.histogram import HdrHistogram
+
+    try:
+        h = HdrHistogram.decode(b64)
+    except Exception:
+        return {}
+    out: dict[int, int] = {}
+    for item in h.get_recorded_iterator():
+        out[int(item.value_iterated_to)] = int(item.count_at_value_iterated_to)
+    return out
+
+
+def lateness_delta(before: str, after: str) -> list[tuple[int, int]]:
+    """(value_ns, count) pairs recorded between two snapshots of the same cumulative
+    histogram, sorted by value."""
+    a = _decode_counts(before)
+    b = _decode_counts(after)
+    out = []
+    for v, n in b.items():
+        d = n - a.get(v, 0)
+        if d > 0:
+            out.append((v, d))
+    return sorted(out)
+
+
+def _percentile(pairs: Sequence[tuple[int, int]], q: float) -> int:
+    total = sum(n for _v, n in pairs)
+    if total == 0:
+        return 0
+    rank = max(1, math.ceil(total * q / 100))
+    seen = 0
+    for v, n in pairs:
+        seen += n
+        if seen >= rank:
+            return v
+    return pairs[-1][0]
+
+
+@dataclass
+class _Snapshot:
+    t: float
+    engine: dict[str, Any] = field(default_factory=dict)
+    cgroups: dict[str, cgroups.CpuStat] = field(default_factory=dict)
+    drops: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+
+
+class Monitor:
+    """Watches the machine while a measurement runs (see the module doc)."""
+
+    def __init__(
+        self,
+        net: Network | None,
+        *,
+        nodes: Iterable[str] | None = None,
+        interval: float = 0.05,
+        timer_period: float = 0.01,
+    ) -> None:
+        self.net = net
+        self.nodes = list(nodes) if nodes is not None else None
+        self.interval = interval
+        self.timer_period = timer_period
+        self._stop = threading.Event()
+        self._samples: list[tuple[float, dict[int, procfs.CpuTimes], int | None]] = []
+        self._late_ns: list[int] = []
+        self._late_t: list[float] = []
+        self._thread_cpu = [0.0, 0.0]
+        self._snap_cpu = 0.0
+        self._threads: list[threading.Thread] = []
+        self._t0 = 0.0
+        self._begin: _Snapshot | None = None
+        self._end: _Snapshot | None = None
+        self._stopped_at: float | None = None
+        self.notes: list[str] = []
+
+    # -- life cycle ---------------------------------------------------------------
+
+    def __enter__(self) -> Monitor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._sample()
+        self._threads = [
+            threading.Thread(target=self._sampler, name="fidelnet-monitor", daemon=True),
+            threading.Thread(target=self._timer, name="fidelnet-timer-probe", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        if self._stopped_at is not None:
+            return
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._sample()
+        self._stopped_at = time.monotonic()
+        if self._begin is not None and self._end is None:
+            self.end()
+
+    def begin(self) -> None:
+        """The measured traffic starts now."""
+        self._begin = self._snapshot()
+
+    def end(self) -> None:
+        """The measured traffic ended now."""
+        self._end = self._snapshot()
+
+    # -- threads ------------------------------------------------------------------
+
+    def _sample(self) -> None:
+        self._samples.append((time.monotonic(), procfs.cpu_times(), procfs.cpu_pressure_us()))
+
+    def _sampler(self) -> None:
+        c0 = time.thread_time()
+        nxt = time.monotonic() + self.interval
+        while not self._stop.wait(max(0.0, nxt - time.monotonic())):
+            self._sample()
+            nxt += self.interval
+        self._thread_cpu[0] = time.thread_time() - c0
+
+    def _timer(self) -> None:
+        c0 = time.thread_time()
+        period = self.timer_period
+        while not self._stop.is_set():
+            t = time.monotonic()
+            time.sleep(period)
+            late = time.monotonic() - t - period
+            if len(self._late_ns) < _MAX_TIMER_SAMPLES:
+                self._late_ns.append(max(0, int(late * 1e9)))
+                self._late_t.append(t + period)
+        self._thread_cpu[1] = time.thread_time() - c0
+
+    # -- snapshots ----------------------------------------------------------------
+
+    def _watched(self) -> list[Any]:
+        if self.net is None:
+            return []
+        nodes = list(self.net)
+        if self.nodes is not None:
+            names = set(self.nodes)
+            nodes = [n for n in nodes if n.name in names]
+        return nodes
+
+    def _snapshot(self) -> _Snapshot:
+        c0 = time.thread_time()
+        snap = _Snapshot(time.monotonic())
+        net = self.net
+        if net is not None:
+            engine = getattr(net, "engine", None)
+            if engine is not None:
+                try:
+                    snap.engine = engine.stats()
+                except Exception as exc:
+                    self.notes.append(f"engine stats unavailable: {exc}")
+            for node in list(net):
+                spec = node.spec
+                if getattr(spec, "cpu", None) is None and getattr(spec, "cores", None) is None:
+                    continue
+                with contextlib.suppress(Exception):
+                    snap.cgroups[node.name] = cgroups.cpu_stat(node.cgroup_dirs())
+            for node in self._watched():
+                if node.netns is None:
+                    continue
+                try:
+                    nl = node.netlink()
+                    links = nl.link_drops()
+                    qdiscs = tc.root_qdisc_drops(nl)
+                except Exception as exc:
+                    self.notes.append(f"{node.name}: drop counters unavailable: {exc}")
+                    continue
+                for name, (index, rx, tx) in links.items():
+                    kind, qdrops = qdiscs.get(index, ("", 0))
+                    if kind in _SHAPING_QDISCS:
+                        qdrops = 0
+                    snap.drops[(node.name, name)] = (rx, tx, qdrops)
+        self._snap_cpu += time.thread_time() - c0
+        return snap
+
+    # -- the record ---------------------------------------------------------------
+
+    def _cpu(self) -> CpuSeries:
+        samples = self._samples
+        cores: dict[int, dict[str, list[float]]] = {}
+        t_s: list[float] = []
+        pressure: list[float] = []
+        have_psi = all(p is not None for _t, _c, p in samples)
+        for (ta, ca, pa), (tb, cb, pb) in itertools.pairwise(samples):
+            dt = tb - ta
+            if dt <= 0:
+                continue
+            t_s.append(round(ta - self._t0, 4))
+            for cpu, b in cb.items():
+                a = ca.get(cpu)
+                if a is None:
+                    continue
+                d = [max(0.0, y - x) for x, y in zip(a, b, strict=True)]
+                total = sum(d) or 1e-9
+                series = cores.setdefault(
+                    cpu, {k: [] for k in ("u", "s", "si", "i", "st", "io", "id")}
+                )
+                for key, value in zip(("u", "s", "si", "i", "st", "io", "id"), d, strict=True):
+                    series[key].append(round(100 * value / total, 2))
+            if have_psi and pa is not None and pb is not None:
+                pressure.append(round(min(100.0, (pb - pa) / 1e6 / dt * 100), 2))
+        return CpuSeries(
+            interval_s=self.interval,
+            t_s=t_s,
+            cores=[
+                CoreSeries(
+                    cpu=cpu,
+                    user=s["u"],
+                    system=s["s"],
+                    softirq=s["si"],
+                    irq=s["i"],
+                    steal=s["st"],
+                    iowait=s["io"],
+                    idle=s["id"],
+                )
+                for cpu, s in sorted(cores.items())
+            ],
+            pressure_pct=pressure if have_psi else None,
+        )
+
+    def _throttling(self, a: _Snapshot, b: _Snapshot) -> list[NodeThrottle]:
+        out = []
+        span = max(1e-9, b.t - a.t)
+        for name, after in b.cgroups.items():
+            before = a.cgroups.get(name)
+            if before is None or self.net is None:
+                continue
+            spec = self.net[name].spec
+            limit = []
+            if spec.cpu is not None:
+                limit.append(f"cpu={spec.cpu:g}")
+            if spec.cores is not None:
+                limit.append("cores=" + ",".join(map(str, spec.cores)))
+            pressure = None
+            if after.pressure_us is not None and before.pressure_us is not None:
+                pressure = round(100 * (after.pressure_us - before.pressure_us) / 1e6 / span, 2)
+            usage = None
+            if after.usage_s is not None and before.usage_s is not None:
+                usage = round(after.usage_s - before.usage_s, 4)
+            out.append(
+                NodeThrottle(
+                    node=name,
+                    limit=" ".join(limit),
+                    periods=after.periods - before.periods,
+                    throttled_periods=after.throttled_periods - before.throttled_periods,
+                    throttled_s=round(after.throttled_s - before.throttled_s, 4),
+                    usage_s=usage,
+                    pressure_pct=pressure,
+                )
+            )
+        return out
+
+    def _engine(self, a: _Snapshot, b: _Snapshot) -> list[EngineDirection]:
+        out = []
+        delays: dict[str, tuple[float, float, int | None, int | None]] = {}
+        info: tuple[float, float, int | None, int | None]
+        if self.net is not None:
+            for link in self.net.links:
+                name = getattr(link.driver, "name", None)
+                if name is None:
+                    continue
+                ab, ba = link.params("ab"), link.params("ba")
+                delays[name] = (
+                    ab.delay or 0.0,
+                    ba.delay or 0.0,
+                    ab.max_queue_size,
+                    ba.max_queue_size,
+                )
+        for name, after in sorted(b.engine.items()):
+            before = a.engine.get(name, {})
+            for d in ("ab", "ba"):
+                sa, sb = before.get(d, {}), after.get(d, {})
+                if not sb:
+                    continue
+                pairs = lateness_delta(sa.get("lateness_hdr", ""), sb.get("lateness_hdr", ""))
+                packets = int(sb.get("tx_packets", 0)) - int(sa.get("tx_packets", 0))
+                if packets <= 0 and not pairs:
+                    continue
+                da, db = sa.get("drops", {}), sb.get("drops", {})
+                info = delays.get(name, (0.0, 0.0, None, None))
+                delay = info[0] if d == "ab" else info[1]
+                qlimit = info[2] if d == "ab" else info[3]
+                out.append(
+                    EngineDirection(
+                        link=name,
+                        direction=d,
+                        delay_s=float(delay),
+                        packets=packets,
+                        lateness_p50_ns=_percentile(pairs, 50),
+                        lateness_p99_ns=_percentile(pairs, 99),
+                        lateness_p999_ns=_percentile(pairs, 99.9),
+                        lateness_max_ns=pairs[-1][0] if pairs else 0,
+                        drops_queue=int(db.get("queue", 0)) - int(da.get("queue", 0)),
+                        drops_loss=int(db.get("loss", 0)) - int(da.get("loss", 0)),
+                        drops_down=int(db.get("down", 0)) - int(da.get("down", 0)),
+                        queue_limit=qlimit,
+                    )
+                )
+        return out
+
+    def _interfaces(self, a: _Snapshot, b: _Snapshot) -> list[InterfaceDrops]:
+        out = []
+        for key, (rx, tx, q) in sorted(b.drops.items()):
+            rx0, tx0, q0 = a.drops.get(key, (rx, tx, q))
+            d = (rx - rx0, tx - tx0, q - q0)
+            if any(x > 0 for x in d):
+                out.append(
+                    InterfaceDrops(
+                        node=key[0],
+                        intf=key[1],
+                        rx_dropped=max(0, d[0]),
+                        tx_dropped=max(0, d[1]),
+                        qdisc_dropped=max(0, d[2]),
+                    )
+                )
+        return out
+
+    def _timer_probe(self, start: float, end: float) -> TimerProbe | None:
+        lates = [n for n, t in zip(self._late_ns, self._late_t, strict=True) if start <= t <= end]
+        if not lates:
+            return None
+        s = sorted(lates)
+        # The worst wake-up per sampler interval, for the time series.
+        per: dict[int, int] = {}
+        for n, t in zip(self._late_ns, self._late_t, strict=True):
+            k = int((t - self._t0) / self.interval)
+            per[k] = max(per.get(k, 0), n)
+        n_int = int(((self._stopped_at or time.monotonic()) - self._t0) / self.interval) + 1
+        return TimerProbe(
+            period_s=self.timer_period,
+            count=len(s),
+            p50_ns=s[len(s) // 2],
+            p99_ns=s[min(len(s) - 1, int(len(s) * 0.99))],
+            max_ns=s[-1],
+            late_max_ns=[per.get(k, 0) for k in range(n_int)],
+        )
+
+    def record(self) -> MonitorRecord:
+        """What was seen; call after the monitor stopped."""
+        self.stop()
+        stopped = self._stopped_at or time.monotonic()
+        begin = self._begin or _Snapshot(self._t0)
+        end = self._end or _Snapshot(stopped)
+        duration = stopped - self._t0
+        overhead = sum(self._thread_cpu) + self._snap_cpu
+        return MonitorRecord(
+            duration_s=round(duration, 4),
+            window_s=(round(begin.t - self._t0, 4), round(end.t - self._t0, 4)),
+            cpu=self._cpu(),
+            throttling=self._throttling(begin, end),
+            engine=self._engine(begin, end),
+            interfaces=self._interfaces(begin, end),
+            timer=self._timer_probe(begin.t, end.t),
+            overhead_cpu_s=round(overhead, 5),
+            overhead_pct_core=round(100 * overhead / max(duration, 1e-9), 3),
+            notes=list(self.notes),
+        )
