@@ -5,10 +5,14 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+from fidelnet.errors import ValidationError
+from fidelnet.fidelity.thresholds import DEFAULT, Thresholds, parse
 
 __all__ = ["run", "test"]
 
@@ -20,7 +24,34 @@ def _out(out: Path | None, kind: str) -> Path:
     return Path("fidelnet-results") / f"{kind}-{stamp}"
 
 
-def _execute(files: tuple[Path, ...], out: Path | None, kind: str, pcap: bool = False) -> bool:
+def _thresholds(path: Path | None, untrusted: str | None) -> Thresholds:
+    """Thresholds from a YAML/JSON mapping file and ``--untrusted``; checked before
+    anything is built (a bad value names its field)."""
+    import yaml
+
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ValidationError("--thresholds", f"{path}: cannot be read: {exc}") from None
+        if doc is not None and not isinstance(doc, dict):
+            raise ValidationError(
+                "--thresholds", f"{path}: must hold a mapping", type(doc).__name__
+            )
+        values.update(doc or {})
+    if untrusted is not None:
+        values["untrusted_check"] = untrusted
+    return parse(values)
+
+
+def _execute(
+    files: tuple[Path, ...],
+    out: Path | None,
+    kind: str,
+    pcap: bool = False,
+    thresholds: Thresholds = DEFAULT,
+) -> bool:
     from fidelnet.scenario import default_scenario
     from fidelnet.scenario.suite import load_all, run_suite
 
@@ -33,16 +64,24 @@ def _execute(files: tuple[Path, ...], out: Path | None, kind: str, pcap: bool = 
             status.update(message)
             err.print(f"[dim]*** {message}")
 
-        result = run_suite(scenarios, target, say=say, pcap=pcap)
+        result = run_suite(scenarios, target, say=say, pcap=pcap, thresholds=thresholds)
     console = Console(width=max(Console().width, 120))
     for r in result.runs:
         table = Table(title=f"{r.scenario}" + (f" run {r.index + 1}" if r.index else ""))
-        for col in ("check", "status", "measured", "expected"):
+        for col in ("check", "status", "verdict", "measured", "expected"):
             table.add_column(col)
         for c in r.checks:
             style = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
-            table.add_row(c.name, f"[{style[c.status]}]{c.status.upper()}", c.measured, c.expected)
+            vstyle = _VERDICT_STYLE.get(c.verdict, "dim")
+            table.add_row(
+                c.name,
+                f"[{style[c.status]}]{c.status.upper()}",
+                f"[{vstyle}]{c.verdict or '—'}",
+                c.measured,
+                c.expected,
+            )
         console.print(table)
+        click.echo(f"verdict {r.scenario}: {r.verdict_line()}")
         for c in r.checks:
             if c.status in ("failed", "error"):
                 what = c.message or f"measured {c.measured}, expected {c.expected}"
@@ -56,6 +95,8 @@ def _execute(files: tuple[Path, ...], out: Path | None, kind: str, pcap: bool = 
     click.echo(f"report: {result.report}" if result.report else "report: (no measurements)")
     return result.passed
 
+
+_VERDICT_STYLE = {"trusted": "green", "degraded": "yellow", "untrusted": "red"}
 
 _FILES = click.argument(
     "files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -71,16 +112,37 @@ _OUT = click.option(
 _PCAP = click.option(
     "--pcap", is_flag=True, help="Capture each traffic item's senders (headers) to OUT/.../pcap/."
 )
+_THRESHOLDS = click.option(
+    "--thresholds",
+    "thresholds_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="YAML/JSON mapping of verdict thresholds (docs/fidelity.md).",
+)
+_UNTRUSTED = click.option(
+    "--untrusted",
+    type=click.Choice(["inconclusive", "warn"]),
+    default=None,
+    help="A check on an untrusted measurement: an inconclusive error (default) or a warning.",
+)
 
 
 @click.command()
 @_FILES
 @_OUT
 @_PCAP
-def run(files: tuple[Path, ...], out: Path | None, pcap: bool) -> None:
+@_THRESHOLDS
+@_UNTRUSTED
+def run(
+    files: tuple[Path, ...],
+    out: Path | None,
+    pcap: bool,
+    thresholds_file: Path | None,
+    untrusted: str | None,
+) -> None:
     """Run scenario FILES (default: the embedded 7-node line) and write their results,
     JUnit file and report. Exits 0 when they ran, whatever the checks said."""
-    _execute(files, out, "run", pcap)
+    _execute(files, out, "run", pcap, _thresholds(thresholds_file, untrusted))
 
 
 @click.command()
@@ -89,7 +151,17 @@ def run(files: tuple[Path, ...], out: Path | None, pcap: bool) -> None:
 )
 @_OUT
 @_PCAP
-def test(files: tuple[Path, ...], out: Path | None, pcap: bool) -> None:
+@_THRESHOLDS
+@_UNTRUSTED
+def test(
+    files: tuple[Path, ...],
+    out: Path | None,
+    pcap: bool,
+    thresholds_file: Path | None,
+    untrusted: str | None,
+) -> None:
     """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
-    Every file is validated before anything is built (bad input: exit 2)."""
-    sys.exit(0 if _execute(files, out, "test", pcap) else 1)
+    Every file is validated before anything is built (bad input: exit 2). A check on
+    a measurement the run judged untrusted is inconclusive (an error) by default."""
+    th = _thresholds(thresholds_file, untrusted)
+    sys.exit(0 if _execute(files, out, "test", pcap, th) else 1)

@@ -4,8 +4,11 @@ GitHub Actions reporters).
 One ``<testsuite>`` per scenario run (``repeat`` runs are separate suites), one
 ``<testcase>`` per check. A failed check carries ``<failure message=...>`` with
 the measured value beside the expected one; a check that could not be evaluated
-(its traffic failed, a tool crashed) is an ``<error>``; a check skipped because
-the machine lacks something is ``<skipped message=...>``, never a pass.
+(its traffic failed, a tool crashed) is an ``<error>``, and so is a check whose
+measurement the run judged untrusted (``type="Inconclusive"``: the number cannot
+decide pass or fail); a check skipped because the machine lacks something is
+``<skipped message=...>``, never a pass. Every testcase's ``<system-out>`` carries
+``measured:``, ``expected:`` and, for timed measurements, ``verdict:`` lines.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ class CheckOutcome:
     detail: str = ""
     seconds: float = 0.0
     classname: str = ""
+    verdict: str = ""
+    """The measurement's fidelity verdict (trusted, degraded, untrusted; empty when
+    the check reads no timed measurement), and its reasons in one line."""
+    verdict_reasons: str = ""
 
 
 @dataclass
@@ -70,13 +77,21 @@ def _case(suite: SuiteOutcome, c: CheckOutcome) -> ET.Element:
         f = ET.SubElement(el, "failure", message=_text(summary), type="CheckFailed")
         f.text = _text("\n".join(x for x in (summary, c.detail) if x))
     elif c.status == "error":
-        e = ET.SubElement(el, "error", message=_text(summary), type="CheckError")
+        kind = "Inconclusive" if c.message.startswith("inconclusive") else "CheckError"
+        e = ET.SubElement(el, "error", message=_text(summary), type=kind)
         e.text = _text("\n".join(x for x in (summary, c.detail) if x))
     elif c.status == "skipped":
         ET.SubElement(el, "skipped", message=_text(summary))
+    lines = []
     if c.measured or c.expected:
+        lines += [f"measured: {c.measured}", f"expected: {c.expected}"]
+    if c.verdict:
+        lines.append(
+            f"verdict: {c.verdict}" + (f" ({c.verdict_reasons})" if c.verdict_reasons else "")
+        )
+    if lines:
         out = ET.SubElement(el, "system-out")
-        out.text = _text(f"measured: {c.measured}\nexpected: {c.expected}")
+        out.text = _text("\n".join(lines))
     return el
 
 
@@ -136,7 +151,7 @@ def parse_junit(path: str | os.PathLike[str]) -> list[SuiteOutcome]:
                 if el is not None:
                     status = st  # type: ignore[assignment]
                     message = el.get("message", "")
-            measured = expected = ""
+            measured = expected = verdict = reasons = ""
             out = case.find("system-out")
             if out is not None and out.text:
                 for line in out.text.splitlines():
@@ -144,6 +159,9 @@ def parse_junit(path: str | os.PathLike[str]) -> list[SuiteOutcome]:
                         measured = line[len("measured: ") :]
                     elif line.startswith("expected: "):
                         expected = line[len("expected: ") :]
+                    elif line.startswith("verdict: "):
+                        verdict, _, rest = line[len("verdict: ") :].partition(" (")
+                        reasons = rest[:-1] if rest.endswith(")") else rest
             checks.append(
                 CheckOutcome(
                     name=case.get("name", ""),
@@ -153,6 +171,8 @@ def parse_junit(path: str | os.PathLike[str]) -> list[SuiteOutcome]:
                     message=message,
                     seconds=float(case.get("time", "0") or 0),
                     classname=case.get("classname", ""),
+                    verdict=verdict,
+                    verdict_reasons=reasons,
                 )
             )
         props = {p.get("name", ""): p.get("value", "") for p in s.iter("property")}

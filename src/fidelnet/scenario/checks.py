@@ -4,6 +4,12 @@ Each check becomes a :class:`~fidelnet.report.junit.CheckOutcome` whose
 ``measured`` and ``expected`` are written for people (``"1.84 ms"`` beside
 ``"<= 1.00 ms"``). A check whose traffic failed to run is an ``error``, never a
 pass or a silent failure; the result's flags travel in ``detail``.
+
+Every check on a timed measurement (pktgen, iperf, zero_loss) carries the
+measurement's fidelity verdict. A check whose measurement is ``untrusted`` does not
+pass or fail on a number known to be wrong: it becomes an ``error`` whose message
+starts with ``inconclusive`` (JUnit ``type="Inconclusive"``), unless the thresholds
+say ``untrusted_check: warn``, which keeps its status and adds the verdict.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ import re
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
 from fidelnet.measure import latency as lat
 from fidelnet.measure.results import Flag, TcpResult, UdpResult, ZeroLossResult
 from fidelnet.report.junit import CheckOutcome
@@ -165,6 +172,25 @@ def _judge(check: m.Check, got: Measured) -> CheckOutcome:
     )
 
 
+def _with_verdict(outcome: CheckOutcome, got: Measured, th: Thresholds) -> CheckOutcome:
+    verdict = getattr(got, "verdict", None)
+    if verdict is None or outcome.status not in ("passed", "failed"):
+        return outcome
+    reasons = "; ".join(r.message for r in verdict.problems()[:3])
+    out = replace(outcome, verdict=verdict.level, verdict_reasons=reasons)
+    if verdict.level == "untrusted" and th.untrusted_check == "inconclusive":
+        would = "passed" if outcome.status == "passed" else "failed"
+        return replace(
+            out,
+            status="error",
+            message=(
+                f"inconclusive: measured {outcome.measured} ({would} against "
+                f"{outcome.expected}), but the measurement is untrusted: {reasons}"
+            ),
+        )
+    return out
+
+
 def _command(net: Network, check: m.CommandCheck) -> CheckOutcome:
     t0 = time.monotonic()
     expected = []
@@ -187,9 +213,12 @@ def _command(net: Network, check: m.CommandCheck) -> CheckOutcome:
 
 
 def evaluate(
-    net: Network, checks: list[m.Check], measured: Mapping[str, Measured]
+    net: Network,
+    checks: list[m.Check],
+    measured: Mapping[str, Measured],
+    thresholds: Thresholds = DEFAULT,
 ) -> list[CheckOutcome]:
-    """One outcome per check, in file order."""
+    """One outcome per check, in file order, with its measurement's verdict."""
     out = []
     for check in checks:
         if isinstance(check, m.CommandCheck):
@@ -216,7 +245,7 @@ def evaluate(
             )
         else:
             try:
-                out.append(_judge(check, got))
+                out.append(_with_verdict(_judge(check, got), got, thresholds))
             except (ValueError, KeyError) as exc:
                 out.append(
                     CheckOutcome(

@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import FidelnetError
+from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
+from fidelnet.fidelity.verdict import Verdict, worst
 from fidelnet.measure import save
 from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.tcp import tcp
+from fidelnet.measure.verdicts import use_thresholds
 from fidelnet.report.junit import CheckOutcome, SuiteOutcome
 from fidelnet.scenario import model as m
 from fidelnet.scenario.checks import Measured, PingResult, TrafficFailure, evaluate
@@ -56,6 +59,29 @@ class ScenarioRun:
     seed: int | None = None
     setup_error: str | None = None
 
+    def verdicts(self) -> dict[str, Verdict]:
+        """The verdict of each timed measurement, by traffic name."""
+        out = {}
+        for name, got in self.measured.items():
+            verdict = getattr(got, "verdict", None)
+            if isinstance(verdict, Verdict):
+                out[name] = verdict
+        return out
+
+    @property
+    def verdict(self) -> str:
+        """The worst verdict of the run's measurements ("" when none was judged)."""
+        found = self.verdicts()
+        return worst(v.level for v in found.values()) if found else ""
+
+    def verdict_line(self) -> str:
+        """``degraded: load: engine released ...; ...`` for the console and JUnit."""
+        found = self.verdicts()
+        if not found:
+            return "no timed measurement to judge"
+        bad = [f"{name}: {v.summary(2)}" for name, v in found.items() if not v.trusted]
+        return f"{self.verdict}" + (" — " + "; ".join(bad) if bad else "")
+
     def suite(self, repeats: int) -> SuiteOutcome:
         name = self.scenario if repeats == 1 else f"{self.scenario}[run {self.index + 1}]"
         return SuiteOutcome(
@@ -64,6 +90,7 @@ class ScenarioRun:
             seconds=self.seconds,
             timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             properties={
+                "verdict": self.verdict or "not judged",
                 "run_id": self.run_id,
                 "seed": "" if self.seed is None else str(self.seed),
                 "results": str(self.out),
@@ -213,9 +240,11 @@ def run_scenario(
     index: int = 0,
     say: Say = lambda _m: None,
     pcap: bool = False,
+    thresholds: Thresholds = DEFAULT,
 ) -> ScenarioRun:
     """One run on a fresh network. Setup failures and traffic failures become
-    ``error`` outcomes of the checks they affect; the network is always torn down."""
+    ``error`` outcomes of the checks they affect; the network is always torn down.
+    Every timed measurement is monitored and judged with ``thresholds``."""
     from fidelnet.network import Network
 
     t0 = time.monotonic()
@@ -232,7 +261,7 @@ def run_scenario(
             for item in scenario.traffic:
                 say(f"{scenario.name}: traffic {item.name} ({item.type})")
                 try:
-                    with _capture(net, item, out, pcap):
+                    with _capture(net, item, out, pcap), use_thresholds(thresholds):
                         got = _traffic(net, item, out)
                 except FidelnetError as exc:
                     got = TrafficFailure(str(exc))
@@ -247,7 +276,7 @@ def run_scenario(
                     (out / "ping").mkdir(exist_ok=True)
                     (out / "ping" / f"{item.name}.json").write_text(json.dumps(doc, indent=1))
             say(f"{scenario.name}: checks")
-            run.checks = evaluate(net, scenario.checks, run.measured)
+            run.checks = evaluate(net, scenario.checks, run.measured, thresholds)
         else:
             run.checks = [
                 CheckOutcome(name=c.key, status="error", message=run.setup_error, classname=c.type)

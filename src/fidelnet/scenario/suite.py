@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
 from fidelnet.report import render
 from fidelnet.report.junit import write_junit
 from fidelnet.report.load import load_dir
@@ -46,8 +47,11 @@ def load_all(paths: Sequence[str | Path]) -> list[Scenario]:
 
 def _checks_table(run: ScenarioRun, repeats: int) -> tuple[str, list[str], list[list[str]]]:
     title = f"Checks: {run.scenario}" + (f" (run {run.index + 1})" if repeats > 1 else "")
-    rows = [[c.name, c.status.upper(), c.measured, c.expected, c.message] for c in run.checks]
-    return title, ["check", "status", "measured", "expected", "note"], rows
+    rows = [
+        [c.name, c.status.upper(), c.verdict or "—", c.measured, c.expected, c.message]
+        for c in run.checks
+    ]
+    return title, ["check", "status", "verdict", "measured", "expected", "note"], rows
 
 
 def run_suite(
@@ -56,13 +60,14 @@ def run_suite(
     *,
     say: Callable[[str], None] = lambda _m: None,
     pcap: bool = False,
+    thresholds: Thresholds = DEFAULT,
 ) -> SuiteResult:
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ScenarioRun] = []
     for sc in scenarios:
         for i in range(sc.repeat):
             d = out / sc.name / f"run-{i + 1}"
-            runs.append(run_scenario(sc, d, index=i, say=say, pcap=pcap))
+            runs.append(run_scenario(sc, d, index=i, say=say, pcap=pcap, thresholds=thresholds))
     repeats = {sc.name: sc.repeat for sc in scenarios}
     junit = write_junit(out / "junit.xml", [r.suite(repeats[r.scenario]) for r in runs])
     results = []
