@@ -1,0 +1,357 @@
+"""The fidelity package without a kernel: thresholds, verdicts, the judge's rules on
+hand-made monitor records, profiles (foreign, corrupt, atomic), /proc parsers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fidelnet.errors import ValidationError
+from fidelnet.fidelity import profile as prof
+from fidelnet.fidelity.judge import Observation, judge
+from fidelnet.fidelity.monitor import _percentile, lateness_delta
+from fidelnet.fidelity.record import (
+    CoreSeries,
+    CpuSeries,
+    EngineDirection,
+    InterfaceDrops,
+    MonitorRecord,
+    NodeThrottle,
+    TimerProbe,
+)
+from fidelnet.fidelity.thresholds import DEFAULT, parse
+from fidelnet.fidelity.verdict import Reason, Verdict, worst
+from fidelnet.kernel import cgroups, procfs
+
+
+def _core(cpu: int, n: int, busy: float, softirq: float = 0.0, steal: float = 0.0) -> CoreSeries:
+    user = max(0.0, busy - softirq - steal)
+    return CoreSeries(
+        cpu=cpu,
+        user=[user] * n,
+        system=[0.0] * n,
+        softirq=[softirq] * n,
+        irq=[0.0] * n,
+        steal=[steal] * n,
+        iowait=[0.0] * n,
+        idle=[100.0 - busy] * n,
+    )
+
+
+def _record(
+    busy: tuple[float, float] = (50.0, 10.0),
+    *,
+    pressure: float = 1.0,
+    steal: float = 0.0,
+    n: int = 60,
+    **kw: object,
+) -> MonitorRecord:
+    cpu = CpuSeries(
+        interval_s=0.05,
+        t_s=[round(0.05 * i, 3) for i in range(n)],
+        cores=[_core(0, n, busy[0], steal=steal), _core(1, n, busy[1], steal=steal)],
+        pressure_pct=[pressure] * n,
+    )
+    return MonitorRecord(duration_s=n * 0.05, window_s=(0.0, n * 0.05), cpu=cpu, **kw)  # type: ignore[arg-type]
+
+
+UDP = Observation(kind="udp", packets=30_000, requested_pps=10_000, achieved_pps=10_000)
+
+
+def test_worst_and_summary() -> None:
+    assert worst([]) == "trusted"
+    assert worst(["trusted", "untrusted", "degraded"]) == "untrusted"
+    v = Verdict.of(
+        [
+            Reason(code="a", level="degraded", message="steal 7 %"),
+            Reason(code="b", level="untrusted", message="receiver dropped 12 packets"),
+            Reason(code="c", level="trusted", message="a note"),
+        ],
+        monitored=True,
+    )
+    assert v.level == "untrusted"
+    assert [r.code for r in v.reasons] == ["b", "a", "c"]
+    assert v.summary() == "untrusted: receiver dropped 12 packets; steal 7 %"
+    assert len(v.problems()) == 2
+
+
+def test_clean_record_is_trusted() -> None:
+    v = judge(UDP, _record())
+    assert v.level == "trusted", v.reasons
+    assert v.monitored
+
+
+def test_unmonitored_is_never_trusted() -> None:
+    v = judge(UDP, None)
+    assert v.level == "degraded"
+    assert v.reasons[0].code == "monitor_absent"
+
+
+def test_saturation_and_pressure_untrusted() -> None:
+    v = judge(UDP, _record((100.0, 99.5), pressure=55.0))
+    codes = {r.code: r for r in v.reasons}
+    assert v.level == "untrusted"
+    assert codes["cpu_saturated"].level == "untrusted"
+    assert "3.0 s of 3.0 s" in codes["cpu_saturated"].message
+    assert codes["cpu_pressure"].value == 55.0
+
+
+def test_saturation_on_unshaped_path_is_at_most_degraded() -> None:
+    obs = Observation(kind="tcp", packets=1000, capacity_limited=False)
+    v = judge(obs, _record((100.0, 100.0)))
+    assert {r.code: r.level for r in v.reasons}["cpu_saturated"] == "degraded"
+
+
+def test_only_window_is_judged() -> None:
+    rec = _record((100.0, 100.0), pressure=90.0)
+    # Traffic in the last 0.5 s only: shift the window past the saturated samples.
+    quiet = rec.model_copy(update={"window_s": (10.0, 11.0)})
+    assert judge(UDP, quiet).level == "untrusted"  # empty window: whole record judged
+    half = _record((100.0, 100.0), n=10).cpu.cores
+    series = CpuSeries(
+        interval_s=0.05,
+        t_s=[0.05 * i for i in range(20)],
+        cores=[
+            c.model_copy(
+                update={
+                    k: [*getattr(c, k), *([0.0] * 10 if k != "idle" else [100.0] * 10)]
+                    for k in ("user", "system", "softirq", "irq", "steal", "iowait", "idle")
+                }
+            )
+            for c in half
+        ],
+    )
+    rec2 = MonitorRecord(duration_s=1.0, window_s=(0.5, 1.0), cpu=series)
+    assert judge(UDP, rec2).level == "trusted"
+
+
+def test_steal() -> None:
+    v = judge(UDP, _record(steal=8.0))
+    r = next(r for r in v.reasons if r.code == "steal")
+    assert r.level == "degraded" and "8.0 %" in r.message
+    assert judge(UDP, _record(steal=25.0)).level == "untrusted"
+
+
+def _engine(delay_s: float, p999_ns: int, **kw: int) -> EngineDirection:
+    return EngineDirection(
+        link="h1:h1-eth0",
+        direction="ab",
+        delay_s=delay_s,
+        packets=kw.get("packets", 1000),
+        lateness_p50_ns=20_000,
+        lateness_p99_ns=p999_ns // 2,
+        lateness_p999_ns=p999_ns,
+        lateness_max_ns=p999_ns * 2,
+        drops_queue=0,
+        drops_loss=0,
+        drops_down=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("delay", "late", "level"),
+    [
+        (0.010, 200_000, "trusted"),  # 2 % of the delay
+        (0.010, 1_200_000, "degraded"),  # 12 %
+        (0.010, 4_900_000, "degraded"),  # 49 %
+        (0.010, 5_000_000, "untrusted"),  # 50 %
+        (0.0, 100_000, "trusted"),
+        (0.0, 800_000, "degraded"),
+        (0.0, 6_000_000, "untrusted"),
+    ],
+)
+def test_engine_lateness_relative_to_delay(delay: float, late: int, level: str) -> None:
+    v = judge(UDP, _record(engine=[_engine(delay, late)]))
+    assert v.level == level, v.reasons
+    if level != "trusted":
+        assert "late" in v.reasons[0].message
+
+
+def test_engine_message_reads_like_the_issue() -> None:
+    v = judge(UDP, _record(engine=[_engine(0.010, 4_900_000)]))
+    assert "9.8 ms late on a 10.0 ms link" in v.reasons[0].message
+    assert "49 % of the delay" in v.reasons[0].message
+
+
+def test_throttling() -> None:
+    t = NodeThrottle(node="r1", limit="cpu=0.05", periods=30, throttled_periods=12, throttled_s=1.1)
+    v = judge(UDP, _record(throttling=[t]))
+    assert v.level == "untrusted"
+    assert "r1 (cpu=0.05)" in v.reasons[0].message and "40 %" in v.reasons[0].message
+    ok = t.model_copy(update={"throttled_periods": 0})
+    assert judge(UDP, _record(throttling=[ok])).level == "trusted"
+
+
+def test_kernel_drops() -> None:
+    few = InterfaceDrops(node="r1", intf="r1-eth1", rx_dropped=3)
+    assert judge(UDP, _record(interfaces=[few])).level == "degraded"
+    many = InterfaceDrops(node="r1", intf="r1-eth1", rx_dropped=300)
+    v = judge(UDP, _record(interfaces=[many]))
+    assert v.level == "untrusted" and "300" in v.reasons[0].message
+
+
+def test_timer_probe_uses_profile() -> None:
+    timer = TimerProbe(period_s=0.01, count=300, p50_ns=80_000, p99_ns=2_000_000, max_ns=4_000_000)
+    assert judge(UDP, _record(timer=timer)).level == "degraded"
+    p = _profile(timer_p99_ns=1_000_000)  # a noisy machine: 4 ms line
+    assert judge(UDP, _record(timer=timer), p).level == "trusted"
+
+
+def test_measurement_signals() -> None:
+    obs = Observation(
+        kind="udp",
+        packets=30_000,
+        requested_pps=10_000,
+        achieved_pps=9_000,
+        socket_drops=1204,
+        flags=[("receiver_socket_drops", "x"), ("rate_not_reached", "y"), ("odd", "z")],
+    )
+    v = judge(obs, _record())
+    codes = [r.code for r in v.reasons]
+    assert "socket_drops" in codes and "generator_short" in codes
+    assert "flag:receiver_socket_drops" not in codes  # said once
+    assert "flag:odd" in codes
+    assert "receiver dropped 1,204 packets in its socket" in v.summary(5)
+
+
+def test_near_floor_is_a_note() -> None:
+    obs = Observation(kind="udp", packets=10, latency_p999_ns=40_000, floor_p999_ns=30_000)
+    v = judge(obs, _record())
+    assert v.level == "trusted"
+    assert v.reasons[0].code == "near_floor"
+
+
+def test_thresholds_errors_name_the_field() -> None:
+    with pytest.raises(ValidationError, match=r"thresholds\.pressure_untrusted_pct"):
+        parse({"pressure_degraded_pct": 50, "pressure_untrusted_pct": 40})
+    with pytest.raises(ValidationError, match=r"thresholds\.nope.*valid: all_cores_busy_pct"):
+        parse({"nope": 1})
+    with pytest.raises(ValidationError, match=r"percentage"):
+        parse({"steal_degraded_pct": 5, "steal_untrusted_pct": 150})
+    with pytest.raises(ValidationError, match=r"thresholds\.timer_degraded_ns"):
+        parse({"timer_degraded_ns": "soon"})
+    with pytest.raises(ValidationError, match="inconclusive, warn"):
+        parse({"untrusted_check": "ignore"})
+    assert parse(None) is DEFAULT
+    assert parse({"steal_degraded_pct": 1}).steal_degraded_pct == 1
+
+
+def _profile(**kw: object) -> prof.Profile:
+    from fidelnet.fidelity.machine import machine
+
+    timer_p99 = int(kw.pop("timer_p99_ns", 100_000))  # type: ignore[call-overload]
+    return prof.Profile(
+        key=str(kw.pop("key", prof.machine_key())),
+        fidelnet=str(kw.pop("fidelnet", prof.__version__)),
+        machine=machine(),
+        measured_at="2026-11-24T00:00:00Z",
+        seconds=100.0,
+        command=["fidelnet", "calibrate"],
+        steal_at_rest_pct=0.1,
+        timer=[prof.TimerError(load="idle", count=10, p50_ns=1, p99_ns=timer_p99, max_ns=1)],
+    )
+
+
+def test_profile_round_trip_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIDELNET_STATE_DIR", str(tmp_path))
+    found, why = prof.load()
+    assert found is None and "fidelnet calibrate" in why
+    path = prof.save(_profile())
+    assert path.parent == tmp_path / "profiles"
+    assert not list(path.parent.glob(".*tmp"))
+    found, why = prof.load()
+    assert found is not None and why == ""
+    prof.save(_profile(fidelnet="0.0.1"), path)
+    found, why = prof.load()
+    assert found is None and "0.0.1" in why
+    prof.save(_profile(key="somewhere-else"), path)
+    found, why = prof.load()
+    assert found is None and "another machine" in why
+    path.write_text("{not json")
+    found, why = prof.load()
+    assert found is None and "corrupt" in why
+
+
+def test_lateness_delta_subtracts_histograms() -> None:
+    from hdrh.histogram import HdrHistogram
+
+    h = HdrHistogram(1, 60_000_000_000, 3)
+    for v in (1000, 2000, 3000):
+        h.record_value(v)
+    before = h.encode().decode()
+    for v in (2000, 5_000_000):
+        h.record_value(v)
+    after = h.encode().decode()
+    pairs = lateness_delta(before, after)
+    assert sum(n for _v, n in pairs) == 2
+    assert _percentile(pairs, 50) == pytest.approx(2000, rel=0.01)
+    assert _percentile(pairs, 100) == pytest.approx(5_000_000, rel=0.01)
+    assert lateness_delta("", "") == []
+
+
+def test_proc_parsers(tmp_path: Path) -> None:
+    text = (
+        "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 100 0 50 800 10 0 30 10 0 0\ncpu1 1 1 1 1 1 1 1 1\nintr 5\n"
+    )
+    times = procfs.cpu_times(text)
+    assert sorted(times) == [0, 1]
+    user, system, softirq, irq, steal, iowait, idle = times[0]
+    tick = 1 / procfs._CLK_TCK
+    assert (user, system, softirq, steal, idle) == pytest.approx(
+        (100 * tick, 50 * tick, 30 * tick, 10 * tick, 800 * tick)
+    )
+    psi = tmp_path / "cpu"
+    psi.write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\nfull total=0\n")
+    assert procfs.cpu_pressure_us(str(psi)) == 123456
+    assert procfs.cpu_pressure_us(str(tmp_path / "none")) is None
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "cpu.stat").write_text("nr_periods 40\nnr_throttled 10\nthrottled_time 2500000000\n")
+    (v1 / "cpuacct.usage").write_text("1500000000\n")
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.stat").write_text("usage_usec 700000\nuser_usec 1\n")
+    (v2 / "cpu.pressure").write_text("some avg10=0 avg60=0 avg300=0 total=4242\n")
+    st = cgroups.cpu_stat([str(v2), str(v1)])
+    assert (st.periods, st.throttled_periods, st.throttled_s) == (40, 10, 2.5)
+    assert st.usage_s == 0.7 and st.pressure_us == 4242
+
+
+def test_verdict_json_round_trip() -> None:
+    v = judge(UDP, _record(engine=[_engine(0.01, 2_000_000)]))
+    again = Verdict.model_validate_json(json.dumps(v.model_dump(mode="json")))
+    assert again == v
+
+
+def test_untrusted_check_is_inconclusive_in_junit(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from fidelnet.fidelity.thresholds import Thresholds
+    from fidelnet.measure.results import LatencySummary, UdpResult
+    from fidelnet.report.junit import CheckOutcome, SuiteOutcome, parse_junit, write_junit
+    from fidelnet.scenario.checks import _with_verdict
+
+    lat = LatencySummary(
+        count=1, min_ns=1, mean_ns=1, p50_ns=1, p90_ns=1, p99_ns=1, p999_ns=1, p9999_ns=1, max_ns=1
+    )
+    verdict = judge(UDP, _record((100.0, 100.0), pressure=60.0))
+    result = UdpResult(
+        src="h1", dst="h2", size=64, pattern="cbr", requested_pps=1, achieved_pps=1,
+        rate_reached=True, duration_s=1, sent=1, received=1, unique=1, lost=0, loss_ratio=0,
+        duplicates=0, reordered=0, malformed=0, socket_drops=0, receive_pps=1, latency=lat,
+        flows=[], intervals=[], interval_s=0.1, verdict=verdict,
+    )  # fmt: skip
+    passed = CheckOutcome(name="p999", status="passed", measured="p99.9 = 1 µs", expected="<= 1 ms")
+    out = _with_verdict(passed, result, DEFAULT)
+    assert out.status == "error" and out.message.startswith("inconclusive")
+    assert "passed against <= 1 ms" in out.message and out.verdict == "untrusted"
+    warn = _with_verdict(passed, result, Thresholds(untrusted_check="warn"))
+    assert warn.status == "passed" and warn.verdict == "untrusted"
+    path = write_junit(tmp_path / "j.xml", [SuiteOutcome(name="s", checks=[out, warn])])
+    err = ET.parse(path).getroot().find(".//error")
+    assert err is not None and err.get("type") == "Inconclusive"
+    back = parse_junit(path)[0].checks
+    assert [c.verdict for c in back] == ["untrusted", "untrusted"]
+    assert "waited for a CPU" in back[0].verdict_reasons
