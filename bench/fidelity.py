@@ -62,9 +62,8 @@ def main() -> int:
     cost = _overhead(3)
     print(f"\ndetection: {detect:.1f} % of {len(over)} overload runs (goal >= 95 %)")
     print(f"false alarms: {false:.1f} % of {len(clean)} clean runs (goal <= 5 %)")
-    print(
-        f"monitor cost: {max(cost):.2f} % of one core at most ({', '.join(f'{c:.2f}' for c in cost)})"
-    )
+    each = ", ".join(f"{c:.2f}" for c in cost)
+    print(f"monitor cost: {max(cost):.2f} % of one core at most ({each})")
     print(f"took {time.monotonic() - t0:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
