@@ -145,8 +145,7 @@ impl Direction {
     /// Queued and in-flight packets are kept (a packet already being
     /// transmitted keeps its finish time; packets already in the delay line
     /// keep their departure). The random streams are re-seeded only if the
-    /// seed changed. Switching from HiFi to drop-tail drops the overflow
-    /// candidate (cause queue). A new or different trace starts its clock at
+    /// seed changed. A new or different trace starts its clock at
     /// `now` if packets are waiting, else at the next arrival; the same
     /// trace keeps its clock. Leaving a trace for a rate leaves the link
     /// idle at `now`.
@@ -163,9 +162,8 @@ impl Direction {
             self.line.set_rng(Rng::stream(seed, Stream::Jitter));
         }
         self.loss.set_model(params.loss);
-        self.stats.drops.queue +=
-            self.queue
-                .configure(params.queue_packets, params.queue_bytes, params.queue);
+        self.queue
+            .configure(params.queue_packets, params.queue_bytes, params.queue);
         match (&self.params.trace_ms, &params.trace_ms) {
             (_, None) => {
                 if let Link::Trace(_) = self.link {
@@ -310,10 +308,9 @@ impl Direction {
             stats,
             ..
         } = self;
-        // A packet left the queue (`dropped`: HiFi refill drops) and starts
-        // transmission at `start`, ending at `finish`.
-        let mut depart = |p: Packet, dropped: u64, start: u64, finish: u64| {
-            stats.drops.queue += dropped;
+        // A packet left the queue and starts transmission at `start`, ending
+        // at `finish`.
+        let mut depart = |p: Packet, start: u64, finish: u64| {
             stats.record_sojourn(start.saturating_sub(p.arrival_ns));
             line.insert(finish, p.data, &spec);
         };
@@ -324,9 +321,9 @@ impl Direction {
                     if r.start_ns(arrival) > now {
                         break;
                     }
-                    let (p, dropped) = queue.pop().expect("the queue has a head");
+                    let p = queue.pop().expect("the queue has a head");
                     let (start, finish) = r.transmit(arrival, p.len() + overhead, rate);
-                    depart(p, dropped, start, finish);
+                    depart(p, start, finish);
                 }
                 Link::Trace(t) => {
                     if t.next_opportunity(arrival) > now {
@@ -340,10 +337,10 @@ impl Direction {
                         if head.arrival_ns > at || (!first && size > budget) {
                             break;
                         }
-                        let (p, dropped) = queue.pop().expect("the queue has a head");
+                        let p = queue.pop().expect("the queue has a head");
                         budget = budget.saturating_sub(size);
                         first = false;
-                        depart(p, dropped, at, at);
+                        depart(p, at, at);
                     }
                 }
             }

@@ -39,8 +39,8 @@
 //! * [`loss`]: independent or Gilbert-Elliott loss (netem's `gemodel`).
 //! * [`impair`]: duplication and single-bit corruption.
 //! * [`queue`]: the bottleneck queue, limited in packets and/or bytes,
-//!   drop-tail or HiFi (Mininet-HiFi's random refill from an overflow
-//!   buffer, against drop-tail lock-out).
+//!   drop-tail or HiFi (a random victim among the waiting packets and the
+//!   arrival, against drop-tail lock-out of periodic flows).
 //! * [`rate`]: the serialiser of an exact fixed-rate link, with the
 //!   fractional nanosecond carried so long runs do not drift.
 //! * [`trace`]: the alternative serialiser, Mahimahi delivery opportunities

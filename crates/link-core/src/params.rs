@@ -150,10 +150,10 @@ pub enum QueueKind {
     #[default]
     #[serde(rename = "droptail")]
     DropTail,
-    /// Mininet-HiFi's fix for drop-tail unfairness: whenever a slot frees,
-    /// it goes to a packet chosen uniformly at random among the arrivals
-    /// that did not fit since the previous slot freed; the others are
-    /// dropped.
+    /// The fix for drop-tail unfairness (named after Mininet-HiFi): an
+    /// arrival that does not fit drops a packet chosen uniformly among the
+    /// waiting ones and itself; if a waiting one is chosen, the arrival
+    /// joins the tail in its place. Order is kept; see the `queue` module.
     Hifi,
 }
 

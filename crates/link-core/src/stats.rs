@@ -53,8 +53,8 @@ pub struct DirectionStats {
 /// Dropped packets by cause.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropStats {
-    /// Did not fit in the bottleneck queue (drop-tail), or were not chosen
-    /// from the HiFi overflow buffer.
+    /// Did not fit in the bottleneck queue (drop-tail), or lost a HiFi
+    /// draw (the arrival, or the waiting packet it replaced).
     pub queue: u64,
     /// Lost by the loss model.
     pub loss: u64,
