@@ -1,0 +1,56 @@
+"""The report's plots, drawn with matplotlib's object API (no pyplot, no global state).
+
+Each plot has two functions: ``<name>_figure(results, ...)`` builds and returns the
+:class:`~matplotlib.figure.Figure` (for tests and for callers that want to change
+it), and ``<name>(results, out, ...)`` saves it as PNG (and SVG next to it with
+``svg=True``) and returns the PNG's path. ``results`` is a list of ``(label,
+result)``; each result gives one data line, and data lines carry ``gid="series"``
+(reference lines: ``"floor"``, ``"ndr"``, ``"pdr"``, ``"bottleneck"``).
+
+- :func:`hdr_percentiles`: HDR percentile plot as in CIMininet's Fig. 1 and 5:
+  log-log, x is 1/(1-p) labelled 0%, 90%, 99%, 99.9%, ..., y latency in µs.
+- :func:`rate_over_time`: received rate per interval (CIMininet Fig. 4).
+- :func:`worst_case_over_time`: each interval's maximum latency as points on a log
+  axis (HVNet Fig. 4), with the measurement floor's p99.9 as a line.
+- :func:`zero_loss_trials`: a zero-loss search's trials, offered rate per trial,
+  marked by loss, with the NDR and PDR found.
+- :func:`tcp_goodput`: receiver goodput per flow and interval, warm-up shaded, the
+  bottleneck's capacity as a line.
+"""
+
+from __future__ import annotations
+
+from fidelnet.report.plots.base import save, series_lines
+from fidelnet.report.plots.latency import (
+    LatencySource,
+    hdr_percentiles,
+    hdr_percentiles_figure,
+    nines_label,
+    worst_case_over_time,
+    worst_case_over_time_figure,
+)
+from fidelnet.report.plots.rates import (
+    rate_over_time,
+    rate_over_time_figure,
+    tcp_goodput,
+    tcp_goodput_figure,
+    zero_loss_trials,
+    zero_loss_trials_figure,
+)
+
+__all__ = [
+    "LatencySource",
+    "hdr_percentiles",
+    "hdr_percentiles_figure",
+    "nines_label",
+    "rate_over_time",
+    "rate_over_time_figure",
+    "save",
+    "series_lines",
+    "tcp_goodput",
+    "tcp_goodput_figure",
+    "worst_case_over_time",
+    "worst_case_over_time_figure",
+    "zero_loss_trials",
+    "zero_loss_trials_figure",
+]
