@@ -1,5 +1,5 @@
-"""The page's reference sections: where the results came from (provenance) and the
-measurement floor they can be held against."""
+"""The page's reference sections, after the results: the measurement floor they can
+be held against, and where they came from (provenance, folded)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from fidelnet.measure.provenance import Provenance
 from fidelnet.measure.results import FloorSummary, SelftestResult
 from fidelnet.report import formatting as fmt
+from fidelnet.report.compare import stack_of
 from fidelnet.report.markup import Item, e, kv, table
 
-__all__ = ["floor_section", "floors", "provenance"]
+__all__ = ["floor_section", "floors", "provenance", "who"]
 
 
 def _machine(p: Provenance) -> str:
@@ -38,24 +39,73 @@ _PROVENANCE: list[tuple[str, Callable[[Provenance], str], bool]] = [
 ]
 
 
-def provenance(items: Sequence[Item]) -> str:
-    rows = []
-    for name, get, code in _PROVENANCE:
-        values = [(label, get(rf.provenance)) for label, _slug, rf in items]
-
-        def show(v: str, code: bool = code) -> str:
-            return f"<code>{e(v)}</code>" if code and v != "—" else e(v)
-
-        if len({v for _, v in values}) == 1:
-            cell = show(values[0][1])
+def who(labels: Sequence[str], everyone: Sequence[str]) -> str:
+    """``labels`` in few words: ``all 36 results``, or per stack ``fidelnet-… (18
+    results)`` for a stack whose results are all there, the labels otherwise."""
+    if len(everyone) > 1 and set(labels) >= set(everyone):
+        return f"all {len(everyone)} results"
+    stacks: dict[str, list[str]] = {}
+    for label in everyone:
+        stacks.setdefault(stack_of(label), []).append(label)
+    out: list[str] = []
+    for stack, members in stacks.items():
+        mine = [x for x in members if x in labels]
+        if len(members) > 1 and len(mine) == len(members) and len(stacks) > 1:
+            out.append(f"{stack}-… ({len(members)} results)")
         else:
-            cell = (
-                '<ul class="plain">'
-                + "".join(f"<li>{e(label)}: {show(v)}</li>" for label, v in values)
-                + "</ul>"
-            )
-        rows.append((name, cell))
-    return '<section id="provenance"><h2>Provenance</h2>' + kv(rows) + "</section>"
+            out.extend(mine)
+    return ", ".join(out)
+
+
+def _show(value: str, code: bool) -> str:
+    return f"<code>{e(value)}</code>" if code and value != "—" else e(value)
+
+
+def provenance(items: Sequence[Item]) -> str:
+    """Where the results came from, folded (``<details id="provenance">``): the
+    values every result shares once, then each value that differs once with the
+    results that carry it."""
+    if not items:
+        return ""
+    shared: list[tuple[str, str]] = []
+    differ: list[tuple[str, list[tuple[str, list[str]]], bool]] = []
+    for name, get, code in _PROVENANCE:
+        by_value: dict[str, list[str]] = {}
+        for label, _slug, rf in items:
+            by_value.setdefault(get(rf.provenance), []).append(label)
+        if len(by_value) == 1:
+            shared.append((name, _show(next(iter(by_value)), code)))
+        else:
+            differ.append((name, list(by_value.items()), code))
+    n = len(items)
+    everyone = [label for label, _s, _r in items]
+    what = (
+        "the same for every result"
+        if not differ
+        else ", ".join(name for name, _v, _c in differ) + " differ between results"
+    )
+    parts = [
+        '<details id="provenance"><summary><h2>Provenance</h2> '
+        f'<span class="muted">{e(what)}<span class="fold-hint"> (click to show)</span>'
+        "</span></summary>",
+    ]
+    if shared:
+        title = "Shared by all results" if n > 1 else "The result"
+        parts.append(f"<h3>{e(title)}</h3>" + kv(shared))
+    if differ:
+        rows = []
+        for name, values, code in differ:
+            for k, (value, labels) in enumerate(values):
+                head = f'<th rowspan="{len(values)}">{e(name)}</th>' if k == 0 else ""
+                whose = e(who(labels, everyone))
+                rows.append(f"<tr>{head}<td>{_show(value, code)}</td><td>{whose}</td></tr>")
+        parts.append(
+            "<h3>Different between results</h3>"
+            '<table class="kv provenance-differs"><thead><tr><th>field</th><th>value</th>'
+            f"<th>results</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+    parts.append("</details>")
+    return "".join(parts)
 
 
 def floors(items: Sequence[Item]) -> list[tuple[FloorSummary, list[str]]]:
@@ -101,7 +151,7 @@ def floor_section(items: Sequence[Item]) -> str:
                 fmt.pps(f.max_zero_loss_pps),
                 f.measured_at,
                 f.source,
-                ", ".join(users),
+                who(users, [label for label, _s, _r in items]),
             ]
             for f, users in found
         ]

@@ -1,15 +1,25 @@
 """The HTML report: one page, inline CSS, no JavaScript, no external resources.
 
+The page leads with the answer. From the top: the title; the verdict banner for
+the whole report (``id="verdict"``, ``data-level`` its worst level); the callers'
+extra tables (a scenario's checks, a benchmark's side-by-side summary); the
+headline table (``id="headline"``: per result its headline number, its verdict and
+first reason); the compared stacks overlaid, one plot per rate; one section per
+result, each beginning with its verdict and all its reasons; the measurement
+floor; skipped files; and, folded, the provenance (``<details id="provenance">``:
+shared values once, differing ones once each with the results that carry them).
+
 Plots are PNG files in ``<out_dir>/plots/`` referenced by a path relative to the
 page (``plots/NAME.png`` when the page is ``<out_dir>/report.html``). Every plot's
-``<img>`` carries ``alt`` text, ``data-plot`` (``hdr``, ``rate``, ``worst-case``,
-``zero-loss``, ``tcp-goodput``) and ``data-result`` (the result's label); every flag
-is an element with ``class="flag"``. Every string from a result is escaped.
+``<img>`` carries ``alt`` text, ``data-plot`` (one of :data:`PLOT_KINDS`) and
+``data-result`` (the result's label, or the comparison's name); every flag is an
+element with ``class="flag"``. Every string from a result is escaped.
 
-The sections are built in :mod:`fidelnet.report.overview` (one line per result,
-extra tables), :mod:`fidelnet.report.compare` (results drawn together),
+The sections are built in :mod:`fidelnet.report.verdicts` (banner, verdict cells
+and blocks), :mod:`fidelnet.report.overview` (headline table, extra tables),
+:mod:`fidelnet.report.compare` (results drawn together),
 :mod:`fidelnet.report.sections` (one section per result) and
-:mod:`fidelnet.report.appendix` (provenance, floor), from the pieces in
+:mod:`fidelnet.report.appendix` (floor, provenance), from the pieces in
 :mod:`fidelnet.report.markup`.
 """
 
@@ -30,10 +40,11 @@ from fidelnet.report.markup import CSS, Plots, e, slug
 from fidelnet.report.overview import Table, extra_tables, overview
 from fidelnet.report.overview import skipped as skipped_files
 from fidelnet.report.sections import section
+from fidelnet.report.verdicts import banner
 
 __all__ = ["PLOT_KINDS", "Table", "render", "render_dir"]
 
-PLOT_KINDS = ("hdr", "rate", "worst-case", "zero-loss", "tcp-goodput")
+PLOT_KINDS = ("hdr", "rate", "worst-case", "zero-loss", "tcp-goodput", "cpu")
 """The values of the ``data-plot`` attribute."""
 
 
@@ -49,7 +60,8 @@ def render(
     """Write the plots into ``out_dir/plots/`` and the page to ``output`` (default
     ``out_dir/report.html``); returns the page's path. ``results`` are ``(label,
     result file)`` in the order shown; ``tables`` are extra ``(title, header,
-    rows)`` tables shown after the overview."""
+    rows)`` tables shown after the verdict banner, before the headline table (a
+    column headed "verdict" is coloured by level)."""
     if not results and not tables:
         raise ReportError("no results to report")
     root = Path(out_dir)
@@ -67,13 +79,14 @@ def render(
         "<header><h1>fidelnet report</h1>",
         f'<p class="muted">{n} result{"s" if n != 1 else ""} · generated {e(now)}</p>',
         "</header>",
-        provenance(items),
-        floor_section(items),
-        overview(items),
+        banner(items),
         extra_tables(tables),
+        overview(items),
         comparison(items, plot, taken),
         *(section(label, s, rf, plot) for label, s, rf in items),
+        floor_section(items) if items else "",
         skipped_files(skipped),
+        provenance(items),
         f"<footer>fidelnet {e(__version__)}</footer>",
     ]
     doc = (

@@ -59,6 +59,31 @@ figure { margin: 1em 0; } figure img { max-width: 100%; height: auto;
 figcaption { color: #555; font-size: 0.9em; }
 ul.plain { margin: 0; padding-left: 1.1em; }
 footer { margin-top: 3em; color: #777; font-size: 0.85em; }
+.verdict-trusted { --c: #2e7d32; --bg: #e8f5e9; --fg: #fff; --text: #1b5e20; }
+.verdict-degraded { --c: #f9a825; --bg: #fff6d8; --fg: #2b1d00; --text: #8a5300; }
+.verdict-untrusted { --c: #c62828; --bg: #fdecea; --fg: #fff; --text: #b71c1c; }
+.verdict-not-judged { --c: #757575; --bg: #f0f0f0; --fg: #fff; --text: #555; }
+#verdict, .verdict-box { background: var(--bg); border-left: 10px solid var(--c);
+  padding: 0.6em 1em; margin: 0.8em 0; border-radius: 3px; }
+#verdict p { margin: 0.2em 0; }
+.verdict-head { font-size: 1.15em; font-weight: 600; }
+.verdict-word { color: var(--text); font-weight: 800; letter-spacing: 0.03em; }
+ul.verdict-reasons { margin: 0.4em 0 0.1em; padding-left: 0; list-style: none; }
+ul.verdict-reasons li { margin: 0.2em 0; }
+.pill { display: inline-block; background: var(--c); color: var(--fg); font-weight: 700;
+  font-size: 0.8em; padding: 0 0.55em; border-radius: 0.8em; line-height: 1.5; }
+td.verdict-trusted, td.verdict-degraded, td.verdict-untrusted, td.verdict-not-judged {
+  background: var(--bg); color: var(--text); font-weight: 700; white-space: nowrap; }
+table.reasons td.num { white-space: nowrap; }
+.pairs { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr));
+  gap: 0 1em; }
+.pairs figure { margin: 0.5em 0; }
+details#provenance { margin-top: 2em; border-top: 1px solid #ccc; padding-top: 0.3em; }
+details#provenance summary { cursor: pointer; }
+details#provenance summary h2 { display: inline; border: 0; font-size: 1.3em; }
+details[open] .fold-hint { display: none; }
+section.extra-table h2, #overview h2 { margin-top: 1.2em; font-size: 1.3em; }
+table#headline td:first-child, table#headline td:nth-child(2) { white-space: nowrap; }
 """
 
 Result = UdpResult | ZeroLossResult | SelftestResult | TcpResult

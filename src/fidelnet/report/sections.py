@@ -1,8 +1,7 @@
-"""One section per result: its flags, its key numbers, its plots."""
+"""One section per result: its verdict and reasons, its flags, its key numbers, its
+plots."""
 
 from __future__ import annotations
-
-import shlex
 
 from fidelnet.measure.results import (
     ResultFile,
@@ -12,7 +11,7 @@ from fidelnet.measure.results import (
     ZeroLossResult,
 )
 from fidelnet.report import formatting as fmt
-from fidelnet.report import plots
+from fidelnet.report import plots, verdicts
 from fidelnet.report.markup import (
     KIND_NAMES,
     Plots,
@@ -124,7 +123,8 @@ def _udp(label: str, slug: str, rf: ResultFile, r: UdpResult, plot: Plots) -> li
                 slug,
                 f"Received rate over time for {label}",
                 f"Received rate per {r.interval_s:g} s interval; "
-                f"{fmt.pps(r.requested_pps)} requested.",
+                f"{fmt.pps(r.requested_pps)} requested. The last interval, cut short by "
+                "the end of the traffic, is scaled to its length or left out.",
                 lambda p: plots.rate_over_time(
                     [(label, r)], p, bits=True, title=f"{label}: received rate", svg=plot.svg
                 ),
@@ -368,14 +368,38 @@ def _tcp(label: str, slug: str, r: TcpResult, plot: Plots) -> list[str]:
     return out
 
 
+def _cpu(label: str, slug: str, r: Result, plot: Plots) -> list[str]:
+    rec = r.monitor
+    if rec is None or not rec.cpu.cores:
+        return []
+    start, end = rec.window_s
+    cost = (
+        f" Monitoring cost {rec.overhead_pct_core:.1f} % of one core." if rec.overhead_cpu_s else ""
+    )
+    return [
+        "<h3>CPU while it ran</h3>",
+        plot.figure(
+            "cpu",
+            slug,
+            f"CPU use per core over time while {label} ran, traffic window shaded",
+            "Per core, in percent of the core every "
+            f"{rec.cpu.interval_s * 1000:g} ms: user, system, softirq, irq and steal "
+            f"stacked (white above: idle); shaded, the measured traffic ({start:g} s to "
+            f"{end:g} s); line, the machine's CPU pressure (time a runnable task waited)." + cost,
+            lambda p: plots.cpu_per_core(rec, p, title=f"{label}: CPU per core", svg=plot.svg),
+        ),
+    ]
+
+
 def section(label: str, slug: str, rf: ResultFile, plot: Plots) -> str:
+    """A result's section: its verdict and reasons first, then its flags, its key
+    numbers, its plots, and what the CPUs did while it ran (with a monitor record)."""
     r = rf.result
     title = label if rf.name == label else f"{label} ({rf.name})"
     head = [
         f'<section class="result kind-{e(r.kind)}" id="r-{e(slug)}">',
         f'<h2>{e(title)} <small class="muted">{e(KIND_NAMES.get(r.kind, r.kind))}</small></h2>',
-        f'<p class="muted">{e(rf.provenance.time_utc)} · '
-        f"<code>{e(shlex.join(rf.provenance.command))}</code></p>",
+        verdicts.block(r),
         flags(all_flags(r)),
     ]
     if isinstance(r, UdpResult):
@@ -386,4 +410,4 @@ def section(label: str, slug: str, rf: ResultFile, plot: Plots) -> str:
         body = _selftest(label, slug, r, plot)
     else:
         body = _tcp(label, slug, r, plot)
-    return "".join([*head, *body, "</section>"])
+    return "".join([*head, *body, *_cpu(label, slug, r, plot), "</section>"])

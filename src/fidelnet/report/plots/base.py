@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -16,6 +17,8 @@ __all__ = [
     "DPI",
     "SERIES",
     "SIZE",
+    "SMALL",
+    "color_of",
     "figure",
     "legend",
     "no_data",
@@ -26,17 +29,25 @@ __all__ = [
 ]
 
 SIZE = (8.0, 4.5)
+SMALL = (6.0, 3.6)
+"""The size of plots shown two abreast (comparisons): text stays readable."""
 DPI = 100
 SERIES = "series"
 """The ``gid`` of data lines (reference lines carry their own)."""
 
 
-def figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(SIZE[0], SIZE[1] * (1 if rows == 1 else 0.75 * rows)), dpi=DPI)
+def figure(rows: int = 1, *, small: bool = False) -> tuple[Figure, list[Axes]]:
+    width, height = SMALL if small else SIZE
+    fig = Figure(figsize=(width, height * (1 if rows == 1 else 0.75 * rows)), dpi=DPI)
     FigureCanvasAgg(fig)
     fig.set_layout_engine("constrained")
     axes = [fig.add_subplot(rows, 1, i + 1) for i in range(rows)]
     return fig, axes
+
+
+def color_of(colors: Sequence[str | None] | None, i: int) -> str | None:
+    """The colour asked for the ``i``-th result (None: matplotlib's next one)."""
+    return colors[i] if colors is not None and i < len(colors) else None
 
 
 def text(s: str) -> str:
@@ -50,10 +61,10 @@ def no_data(ax: Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes)
 
 
-def legend(ax: Axes) -> None:
+def legend(ax: Axes, *, small: bool = False) -> None:
     handles, _labels = ax.get_legend_handles_labels()
     if handles:
-        ax.legend(fontsize="small", loc="best")
+        ax.legend(fontsize="x-small" if small else "small", loc="best")
 
 
 def plain_numbers(ax: Axes) -> None:

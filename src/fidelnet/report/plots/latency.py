@@ -22,6 +22,7 @@ from fidelnet.measure.results import (
 from fidelnet.report import formatting as fmt
 from fidelnet.report.plots.base import (
     SERIES,
+    color_of,
     figure,
     legend,
     no_data,
@@ -100,12 +101,18 @@ def _hdr_points(summary: LatencySummary) -> tuple[list[float], list[float], bool
 
 
 def hdr_percentiles_figure(
-    results: Sequence[tuple[str, LatencySource]], *, title: str | None = None
+    results: Sequence[tuple[str, LatencySource]],
+    *,
+    title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
 ) -> Figure:
-    """Latency by percentile, log-log, one line per result."""
-    fig, (ax,) = figure()
+    """Latency by percentile, log-log, one line per result (``colors``: one per
+    result, to keep a stack's colour across plots; ``small``: to be shown two
+    abreast)."""
+    fig, (ax,) = figure(small=small)
     xmax = 10.0**3
-    for label, source in results:
+    for i, (label, source) in enumerate(results):
         xs, ys, exact = _hdr_points(_summary_of(source))
         if not xs:
             continue
@@ -116,6 +123,7 @@ def hdr_percentiles_figure(
             ys,
             label=shown,
             gid=SERIES,
+            color=color_of(colors, i),
             linewidth=1.5,
             linestyle="-" if exact else "--",
             marker=None if exact else "o",
@@ -136,7 +144,7 @@ def hdr_percentiles_figure(
     ax.set_title(text(title or "Latency by percentile"))
     if not ax.get_lines():
         no_data(ax, "latency samples")
-    legend(ax)
+    legend(ax, small=small)
     return fig
 
 
@@ -145,10 +153,13 @@ def hdr_percentiles(
     out: str | os.PathLike[str],
     *,
     title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
     svg: bool = False,
 ) -> Path:
     """Save :func:`hdr_percentiles_figure` to ``out``."""
-    return save(hdr_percentiles_figure(results, title=title), out, svg=svg)
+    fig = hdr_percentiles_figure(results, title=title, colors=colors, small=small)
+    return save(fig, out, svg=svg)
 
 
 # --- 3. worst case over time --------------------------------------------------------

@@ -9,15 +9,26 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fidelnet.measure.results import TcpResult, Trial, UdpResult, ZeroLossResult
+from fidelnet.measure.results import (
+    TcpFlowResult,
+    TcpInterval,
+    TcpResult,
+    Trial,
+    UdpResult,
+    ZeroLossResult,
+)
 from fidelnet.report import formatting as fmt
-from fidelnet.report.plots.base import SERIES, figure, legend, no_data, save, text
+from fidelnet.report.plots.base import SERIES, color_of, figure, legend, no_data, save, text
 
 __all__ = [
+    "PARTIAL_MIN",
     "rate_over_time",
     "rate_over_time_figure",
+    "rate_points",
+    "receiver_span_s",
     "tcp_goodput",
     "tcp_goodput_figure",
+    "tcp_points",
     "zero_loss_trials",
     "zero_loss_trials_figure",
 ]
@@ -26,21 +37,80 @@ __all__ = [
 # --- 2. received rate over time -----------------------------------------------------
 
 
+PARTIAL_MIN = 0.5
+"""A last interval shorter than this share of ``interval_s`` is left out of a rate
+series; a longer one is scaled to its length."""
+
+
+def receiver_span_s(r: UdpResult) -> float:
+    """The time from the first to the last packet the receiver got:
+    ``(received - 1) / receive_pps`` (the rate is measured over that span), or the
+    run's duration when it cannot be told."""
+    if r.receive_pps > 0 and r.received > 1:
+        return (r.received - 1) / r.receive_pps
+    return r.duration_s
+
+
+def rate_points(r: UdpResult) -> list[tuple[float, float, float]]:
+    """``(t_s, pps, bit/s)`` per interval of ``r``, with the last one corrected.
+
+    The receiver's series starts at its first packet and ends with the interval
+    that holds its last packet, so that interval is usually partial: its packets
+    over a whole ``interval_s`` would draw a drop that did not happen. Its length is
+    what the receiver's span leaves of it (:func:`receiver_span_s`): from
+    :data:`PARTIAL_MIN` of an interval on, its rate is scaled to that length;
+    shorter, it is left out."""
+    pts = [(i.t_s, i.rate_pps, i.rate_bps) for i in r.intervals]
+    if not pts or r.interval_s <= 0:
+        return pts
+    t, pps, bps = pts[-1]
+    covered = receiver_span_s(r) - t
+    if covered < r.interval_s * 0.999:
+        if covered >= r.interval_s * PARTIAL_MIN:
+            scale = r.interval_s / covered
+            pts[-1] = (t, pps * scale, bps * scale)
+        else:
+            pts.pop()
+    return pts
+
+
+def tcp_points(r: TcpResult, f: TcpFlowResult) -> list[TcpInterval]:
+    """The intervals of flow ``f`` without a last one shorter than
+    :data:`PARTIAL_MIN` of ``r.interval_s`` (iperf3's last report covers what is
+    left of the test: its rate over a few milliseconds is noise, or zero). Its
+    length is ``end_s - t_s``, or what the run's duration leaves of it."""
+    ivs = list(f.intervals)
+    if ivs and r.interval_s > 0:
+        last = ivs[-1]
+        end = last.end_s if last.end_s is not None else min(last.t_s + r.interval_s, r.duration_s)
+        if end - last.t_s < r.interval_s * PARTIAL_MIN:
+            ivs.pop()
+    return ivs
+
+
 def rate_over_time_figure(
-    results: Sequence[tuple[str, UdpResult]], *, bits: bool = False, title: str | None = None
+    results: Sequence[tuple[str, UdpResult]],
+    *,
+    bits: bool = False,
+    title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
 ) -> Figure:
-    """Received rate per interval (kpps; with ``bits`` a second panel in Mbit/s)."""
-    fig, axes = figure(2 if bits else 1)
+    """Received rate per interval (kpps; with ``bits`` a second panel in Mbit/s), the
+    last, partial interval corrected (:func:`rate_points`)."""
+    fig, axes = figure(2 if bits else 1, small=small)
     ax = axes[0]
-    for label, r in results:
-        if not r.intervals:
+    for n, (label, r) in enumerate(results):
+        pts = rate_points(r)
+        if not pts:
             continue
-        t = [i.t_s for i in r.intervals]
+        t = [p[0] for p in pts]
         line = ax.plot(
             t,
-            [i.rate_pps / 1e3 for i in r.intervals],
+            [p[1] / 1e3 for p in pts],
             label=text(label),
             gid=SERIES,
+            color=color_of(colors, n),
             marker=".",
             markersize=3,
             linewidth=1.2,
@@ -48,7 +118,7 @@ def rate_over_time_figure(
         if bits:
             axes[1].plot(
                 t,
-                [i.rate_bps / 1e6 for i in r.intervals],
+                [p[2] / 1e6 for p in pts],
                 label=text(label),
                 gid=SERIES,
                 color=line.get_color(),
@@ -68,7 +138,7 @@ def rate_over_time_figure(
     axes[-1].set_xlabel("time (s)")
     if not ax.get_lines():
         no_data(ax, "intervals")
-    legend(ax)
+    legend(ax, small=small)
     return fig
 
 
@@ -78,10 +148,13 @@ def rate_over_time(
     *,
     bits: bool = False,
     title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
     svg: bool = False,
 ) -> Path:
     """Save :func:`rate_over_time_figure` to ``out``."""
-    return save(rate_over_time_figure(results, bits=bits, title=title), out, svg=svg)
+    fig = rate_over_time_figure(results, bits=bits, title=title, colors=colors, small=small)
+    return save(fig, out, svg=svg)
 
 
 # --- 4. zero-loss search ------------------------------------------------------------
@@ -95,10 +168,14 @@ def _loss_class(trial: Trial, pdr_loss: float) -> int:
 
 
 def zero_loss_trials_figure(
-    results: Sequence[tuple[str, ZeroLossResult]], *, title: str | None = None
+    results: Sequence[tuple[str, ZeroLossResult]],
+    *,
+    title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
 ) -> Figure:
     """Offered rate per trial, each trial marked by its loss; NDR and PDR as lines."""
-    fig, (ax,) = figure()
+    fig, (ax,) = figure(small=small)
     categories = [
         ("no loss", "o", "tab:green"),
         ("loss ≤ PDR threshold", "^", "tab:orange"),
@@ -106,7 +183,7 @@ def zero_loss_trials_figure(
     ]
     seen: set[str] = set()
     many = len(results) > 1
-    for label, r in results:
+    for j, (label, r) in enumerate(results):
         if not r.trials:
             continue
         n = list(range(1, len(r.trials) + 1))
@@ -115,6 +192,7 @@ def zero_loss_trials_figure(
             [t.rate_pps / 1e3 for t in r.trials],
             label=text(label),
             gid=SERIES,
+            color=color_of(colors, j),
             linewidth=1,
             alpha=0.6,
         )[0]
@@ -182,7 +260,7 @@ def zero_loss_trials_figure(
     ax.set_title(text(title or "Zero-loss search: trials"))
     if not ax.get_lines():
         no_data(ax, "trials")
-    legend(ax)
+    legend(ax, small=small)
     return fig
 
 
@@ -191,10 +269,13 @@ def zero_loss_trials(
     out: str | os.PathLike[str],
     *,
     title: str | None = None,
+    colors: Sequence[str | None] | None = None,
+    small: bool = False,
     svg: bool = False,
 ) -> Path:
     """Save :func:`zero_loss_trials_figure` to ``out``."""
-    return save(zero_loss_trials_figure(results, title=title), out, svg=svg)
+    fig = zero_loss_trials_figure(results, title=title, colors=colors, small=small)
+    return save(fig, out, svg=svg)
 
 
 # --- 5. TCP goodput -----------------------------------------------------------------
@@ -203,10 +284,11 @@ def zero_loss_trials(
 def tcp_goodput_figure(
     results: Sequence[tuple[str, TcpResult]], *, title: str | None = None
 ) -> Figure:
-    """Receiver goodput per flow and interval; warm-up shaded; bottleneck as a line."""
+    """Receiver goodput per flow and interval (without a last, partial one:
+    :func:`tcp_points`); warm-up shaded; bottleneck as a line."""
     fig, (ax,) = figure()
     peak = max(
-        [iv.goodput_bps for _, r in results for f in r.flows for iv in f.intervals]
+        [iv.goodput_bps for _, r in results for f in r.flows for iv in tcp_points(r, f)]
         + [r.bottleneck_bps or 0.0 for _, r in results]
         + [1.0]
     )
@@ -214,12 +296,13 @@ def tcp_goodput_figure(
     many = len(results) > 1
     for label, r in results:
         for f in r.flows:
-            if not f.intervals:
+            ivs = tcp_points(r, f)
+            if not ivs:
                 continue
             name = f"{f.src}→{f.dst}:{f.port}"
             ax.plot(
-                [iv.t_s for iv in f.intervals],
-                [iv.goodput_bps / div for iv in f.intervals],
+                [iv.t_s for iv in ivs],
+                [iv.goodput_bps / div for iv in ivs],
                 label=text(f"{label} {name}" if many else name),
                 gid=SERIES,
                 marker=".",
