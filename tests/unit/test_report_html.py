@@ -3,216 +3,26 @@
 from __future__ import annotations
 
 import json
-import random
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hdrh.histogram import HdrHistogram
+from report_data import (  # the report tests' synthetic results
+    FLAG_HOSTILE,
+    FLAG_RATE,
+    FLOOR,
+    HOSTILE,
+    everything,
+    rf,
+    tcp,
+    udp,
+    zero_loss,
+)
 
 from fidelnet.cli.report import report
-from fidelnet.measure.latency import summary_from_histogram
-from fidelnet.measure.provenance import Machine, Provenance
-from fidelnet.measure.results import (
-    Flag,
-    FloorSummary,
-    Interval,
-    LatencySummary,
-    ResultFile,
-    SelftestResult,
-    TcpFlowResult,
-    TcpInterval,
-    TcpResult,
-    Trial,
-    UdpFlowResult,
-    UdpResult,
-    ZeroLossResult,
-    save_result,
-)
-from fidelnet.report import ReportError, render, render_dir
-
-HOSTILE = '<script>alert("x")</script>'
-
-# --- synthetic results --------------------------------------------------------------
-
-
-def latency(seed: int, median_ns: float = 60_000) -> LatencySummary:
-    rng = random.Random(seed)
-    h = HdrHistogram(1, 60 * 10**9, 3)
-    for _ in range(2000):
-        h.record_value(int(rng.lognormvariate(0, 0.3) * median_ns))
-    return summary_from_histogram(h)
-
-
-def provenance(
-    command: str = "fidelnet measure udp", topo: str | None = "sha256:ab12"
-) -> Provenance:
-    return Provenance(
-        command=command.split(),
-        time_utc="2025-03-01T12:00:00+00:00",
-        tools={"pktgen": "0.1.0"},
-        backends={"link:tc": 3, "node:host": 2},
-        topology_hash=topo,
-        machine=Machine(hostname="bench", kernel="6.1.0", cpus=8, cpu_model="EPYC 7551P"),
-    )
-
-
-def udp(rate: float, src: str = "h1", flags: tuple[Flag, ...] = ()) -> UdpResult:
-    lat = latency(int(rate))
-    got = min(rate, 270e3)
-    flows = [
-        UdpFlowResult(
-            id=i,
-            src=src,
-            dst="h2",
-            dst_addr="10.0.0.2",
-            sent=int(rate * 2.5),
-            received=int(got * 2.5),
-            unique=int(got * 2.5),
-            lost=int((rate - got) * 2.5),
-            loss_ratio=(rate - got) / rate,
-            duplicates=0,
-            reordered=0,
-            latency=lat,
-        )
-        for i in range(2)
-    ]
-    return UdpResult(
-        src=src,
-        dst="h2",
-        size=84,
-        pattern="cbr",
-        requested_pps=rate,
-        achieved_pps=rate,
-        rate_reached=True,
-        duration_s=5.0,
-        sent=int(rate * 5),
-        received=int(got * 5),
-        unique=int(got * 5),
-        lost=int((rate - got) * 5),
-        loss_ratio=(rate - got) / rate,
-        duplicates=0,
-        reordered=3,
-        malformed=0,
-        socket_drops=17,
-        receive_pps=got,
-        latency=lat,
-        flows=flows,
-        intervals=[
-            Interval(
-                t_s=0.5 * (i + 1),
-                packets=int(got / 2),
-                frame_bytes=int(got / 2) * 84,
-                rate_pps=got,
-                rate_bps=got * 84 * 8,
-                latency_max_ns=lat.max_ns - i,
-            )
-            for i in range(10)
-        ],
-        interval_s=0.5,
-        flags=list(flags),
-    )
-
-
-FLOOR = FloorSummary(
-    latency_p50_ns=9_000,
-    latency_p999_ns=40_000,
-    latency_max_ns=120_000,
-    max_send_pps=900e3,
-    measured_at="2025-03-01T11:00:00+00:00",
-    source="selftest.json",
-)
-
-
-def zero_loss() -> ZeroLossResult:
-    trials = [
-        Trial(
-            rate_pps=rate,
-            achieved_pps=rate,
-            sent=int(rate),
-            received=int(rate * (1 - loss)),
-            loss_ratio=loss,
-            generator_limited=False,
-            socket_drops=0,
-            latency=latency(i),
-        )
-        for i, (rate, loss) in enumerate([(500e3, 0.1), (250e3, 0.0), (375e3, 0.002)])
-    ]
-    return ZeroLossResult(
-        src="h1",
-        dst="h2",
-        size=84,
-        pattern="cbr",
-        trial_s=1.0,
-        resolution_pps=10e3,
-        low_pps=0,
-        high_pps=500e3,
-        pdr_loss=0.005,
-        ndr_pps=250e3,
-        pdr_pps=375e3,
-        trials=trials,
-        flags=[Flag(code="search-coarse", message="resolution & range <coarse>")],
-    )
-
-
-def tcp() -> TcpResult:
-    flows = [
-        TcpFlowResult(
-            src=f"h{i}",
-            dst="h9",
-            port=5201 + i,
-            sender_bps=50e6,
-            receiver_bps=49e6,
-            goodput_bps=48e6,
-            retransmits=4,
-            intervals=[TcpInterval(t_s=float(t), goodput_bps=48e6) for t in range(6)],
-            warmup_s=1.0,
-        )
-        for i in range(2)
-    ]
-    return TcpResult(
-        duration_s=6,
-        interval_s=1,
-        warmup_s=1,
-        flows=flows,
-        total_goodput_bps=96e6,
-        jain=0.9998,
-        bottleneck_bps=100e6,
-        flags=[Flag(code="tcp-window", message="window limits goodput to 80 Mbit/s")],
-    )
-
-
-def selftest() -> SelftestResult:
-    return SelftestResult(size=84, runs=[udp(100e3), udp(400e3)], max_send_pps=900e3, floor=FLOOR)
-
-
-def rf(name: str, result: object, floor: FloorSummary | None = None, **prov: str) -> ResultFile:
-    return ResultFile.model_validate(
-        {
-            "schema": "fidelnet.result/1",
-            "kind": result.kind,  # type: ignore[attr-defined]
-            "name": name,
-            "provenance": provenance(**prov),
-            "floor": floor,
-            "result": result,
-        }
-    )
-
-
-FLAG_RATE = Flag(code="rate-not-reached", message="the sender made 80 % of the rate")
-FLAG_HOSTILE = Flag(code="<b>bad</b>", message=f"node {HOSTILE} & friends")
-
-
-def everything(floor: FloorSummary | None = FLOOR) -> list[tuple[str, ResultFile]]:
-    return [
-        ("udp-100k", rf("udp-100k", udp(100e3, flags=(FLAG_RATE,)), floor)),
-        ("udp-700k", rf("udp-700k", udp(700e3, src=HOSTILE, flags=(FLAG_HOSTILE,)), floor)),
-        ("search", rf("search", zero_loss(), floor)),
-        ("iperf", rf("iperf", tcp(), floor, command="fidelnet measure tcp --to h9")),
-        ("selftest", rf("selftest", selftest())),
-    ]
-
+from fidelnet.measure.results import save_result
+from fidelnet.report import PLOT_KINDS, ReportError, render, render_dir
 
 # --- HTML checking ------------------------------------------------------------------
 
@@ -309,13 +119,16 @@ def test_every_kind_of_plot_is_there(rendered: tuple[Path, str, Page]) -> None:
     by_result: dict[str | None, set[str | None]] = {}
     for img in page.imgs:
         by_result.setdefault(img["data-result"], set()).add(img["data-plot"])
-    assert by_result["udp-100k"] == {"hdr", "rate", "worst-case"}
+    assert by_result["udp-100k"] == {"hdr", "rate", "worst-case", "cpu"}  # monitored
+    assert by_result["udp-700k"] == {"hdr", "rate", "worst-case", "cpu"}
     assert by_result["search"] == {"zero-loss", "hdr"}
     assert by_result["iperf"] == {"tcp-goodput"}
     assert by_result["selftest"] == {"hdr", "rate", "worst-case"}
     together = [k for k in by_result if k.startswith("all-udp")]
     assert together, by_result  # two UDP runs: drawn together too, per stack and shape
     assert all(by_result[k] == {"hdr", "rate"} for k in together)
+    assert not [k for k in by_result if k.startswith("compare")]  # one stack: nothing to overlay
+    assert {img["data-plot"] for img in page.imgs} <= set(PLOT_KINDS)
 
 
 def test_self_contained_no_script_no_external(rendered: tuple[Path, str, Page]) -> None:

@@ -79,11 +79,13 @@ def provenance(items: Sequence[Item]) -> str:
             differ.append((name, list(by_value.items()), code))
     n = len(items)
     everyone = [label for label, _s, _r in items]
-    what = (
-        "the same for every result"
-        if not differ
-        else ", ".join(name for name, _v, _c in differ) + " differ between results"
-    )
+    names = [name for name, _v, _c in differ]
+    if not names:
+        what = "the same for every result"
+    elif len(names) == 1:
+        what = f"{names[0]} differs between results"
+    else:
+        what = ", ".join(names[:-1]) + f" and {names[-1]} differ between results"
     parts = [
         '<details id="provenance"><summary><h2>Provenance</h2> '
         f'<span class="muted">{e(what)}<span class="fold-hint"> (click to show)</span>'

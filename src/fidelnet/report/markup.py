@@ -74,7 +74,7 @@ ul.verdict-reasons li { margin: 0.2em 0; }
   font-size: 0.8em; padding: 0 0.55em; border-radius: 0.8em; line-height: 1.5; }
 td.verdict-trusted, td.verdict-degraded, td.verdict-untrusted, td.verdict-not-judged {
   background: var(--bg); color: var(--text); font-weight: 700; white-space: nowrap; }
-table.reasons td.num { white-space: nowrap; }
+table.reasons td.num, table.reasons code { white-space: nowrap; word-break: normal; }
 .pairs { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr));
   gap: 0 1em; }
 .pairs figure { margin: 0.5em 0; }
@@ -83,7 +83,8 @@ details#provenance summary { cursor: pointer; }
 details#provenance summary h2 { display: inline; border: 0; font-size: 1.3em; }
 details[open] .fold-hint { display: none; }
 section.extra-table h2, #overview h2 { margin-top: 1.2em; font-size: 1.3em; }
-table#headline td:first-child, table#headline td:nth-child(2) { white-space: nowrap; }
+table#headline td:first-child, table#headline td:nth-child(2),
+  table#headline td:last-child { white-space: nowrap; }
 """
 
 Result = UdpResult | ZeroLossResult | SelftestResult | TcpResult
