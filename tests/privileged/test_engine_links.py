@@ -185,3 +185,32 @@ def test_an_unshaped_link_can_be_shaped_at_runtime() -> None:
         assert link.backend == "tc"
         out, _, _ = net["h1"].pexec(["tc", "class", "show", "dev", "h1-eth0"])
         assert "rate 5Mbit" in out
+
+
+def test_linkd_runs_real_time_by_default_and_says_so() -> None:
+    from fidelnet.kernel import procfs
+    from fidelnet.links.engine import REALTIME_PRIORITY
+
+    with pair(LinkParams(delay=0.001)) as net:
+        engine = net.engine
+        assert engine is not None and engine.pid is not None
+        assert procfs.sched_policy(engine.pid) == ("SCHED_FIFO", REALTIME_PRIORITY)
+        assert engine.scheduling == f"SCHED_FIFO {REALTIME_PRIORITY}"
+
+
+def test_linkd_real_time_off_when_asked() -> None:
+    from fidelnet.kernel import procfs
+
+    spec = TopologySpec()
+    spec.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
+    spec.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+    link = LinkSpec("h1", "h2", params_ab=LinkParams(delay=0.001), params_ba=LinkParams())
+    link.backend = "engine"
+    spec.add_link(link)
+    with Network(spec, engine_args=["--realtime-priority", "0"]) as net:
+        engine = net.engine
+        assert engine is not None and engine.pid is not None
+        assert procfs.sched_policy(engine.pid) == ("SCHED_OTHER", 0)
+        assert engine.scheduling == "SCHED_OTHER"
+        lost, _ = ping(net, 3)
+        assert lost == 0.0

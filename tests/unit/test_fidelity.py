@@ -4,6 +4,7 @@ hand-made monitor records, profiles (foreign, corrupt, atomic), /proc parsers.""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -331,6 +332,7 @@ def test_untrusted_check_is_inconclusive_in_junit(tmp_path: Path) -> None:
     from fidelnet.fidelity.thresholds import Thresholds
     from fidelnet.measure.results import LatencySummary, UdpResult
     from fidelnet.report.junit import CheckOutcome, SuiteOutcome, parse_junit, write_junit
+    from fidelnet.scenario import model as m
     from fidelnet.scenario.checks import _with_verdict
 
     lat = LatencySummary(
@@ -344,10 +346,11 @@ def test_untrusted_check_is_inconclusive_in_junit(tmp_path: Path) -> None:
         flows=[], intervals=[], interval_s=0.1, verdict=verdict,
     )  # fmt: skip
     passed = CheckOutcome(name="p999", status="passed", measured="p99.9 = 1 µs", expected="<= 1 ms")
-    out = _with_verdict(passed, result, DEFAULT)
+    check = m.LatencyCheck(type="latency", traffic="load", percentile=99.9, max="1ms")
+    out = _with_verdict(check, passed, result, DEFAULT)
     assert out.status == "error" and out.message.startswith("inconclusive")
     assert "passed against <= 1 ms" in out.message and out.verdict == "untrusted"
-    warn = _with_verdict(passed, result, Thresholds(untrusted_check="warn"))
+    warn = _with_verdict(check, passed, result, Thresholds(untrusted_check="warn"))
     assert warn.status == "passed" and warn.verdict == "untrusted"
     path = write_junit(tmp_path / "j.xml", [SuiteOutcome(name="s", checks=[out, warn])])
     err = ET.parse(path).getroot().find(".//error")
@@ -355,3 +358,100 @@ def test_untrusted_check_is_inconclusive_in_junit(tmp_path: Path) -> None:
     back = parse_junit(path)[0].checks
     assert [c.verdict for c in back] == ["untrusted", "untrusted"]
     assert "waited for a CPU" in back[0].verdict_reasons
+
+
+def _late_result(p50_ns: int, late_max_ns: int, extra: Reason | None = None) -> object:
+    from fidelnet.measure.results import LatencySummary, UdpResult
+
+    eng = EngineDirection(
+        link="h1:h1-eth0", direction="ab", delay_s=0.002, packets=2000,
+        lateness_p50_ns=50_000, lateness_p99_ns=late_max_ns // 2,
+        lateness_p999_ns=late_max_ns, lateness_max_ns=late_max_ns,
+        drops_queue=0, drops_loss=0, drops_down=0,
+    )  # fmt: skip
+    record = _record(engine=[eng])
+    verdict = judge(UDP, record)
+    if extra is not None:
+        verdict = Verdict.of([*verdict.reasons, extra], monitored=True)
+    assert verdict.level == "untrusted"
+    lat = LatencySummary(
+        count=2000, min_ns=p50_ns, mean_ns=p50_ns, p50_ns=p50_ns, p90_ns=p50_ns,
+        p99_ns=p50_ns, p999_ns=p50_ns, p9999_ns=p50_ns, max_ns=p50_ns,
+    )  # fmt: skip
+    return UdpResult(
+        src="h1", dst="h2", size=64, pattern="cbr", requested_pps=1, achieved_pps=1,
+        rate_reached=True, duration_s=1, sent=2000, received=2000, unique=2000, lost=0,
+        loss_ratio=0, duplicates=0, reordered=0, malformed=0, socket_drops=0,
+        receive_pps=1, latency=lat, flows=[], intervals=[], interval_s=0.1,
+        verdict=verdict, monitor=record,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("p50_ms", "late_ms", "limit_ms", "status"),
+    [
+        (2.1, 1.5, 10.0, "passed"),  # passed with late packets: the true p50 is lower
+        (14.0, 1.5, 10.0, "error"),  # how much of the excess is the engine's: unknown
+    ],
+)
+def test_engine_lateness_decides_a_passed_latency_check_not_a_failed_one(
+    p50_ms: float, late_ms: float, limit_ms: float, status: str
+) -> None:
+    from fidelnet.report.junit import CheckOutcome
+    from fidelnet.scenario import model as m
+    from fidelnet.scenario.checks import _judge, _with_verdict
+
+    check = m.LatencyCheck(type="latency", traffic="load", percentile=50, max=f"{limit_ms}ms")
+    result = _late_result(int(p50_ms * 1e6), int(late_ms * 1e6))
+    out = _with_verdict(check, _judge(check, result), result, DEFAULT)  # type: ignore[arg-type]
+    assert isinstance(out, CheckOutcome)
+    assert out.status == status and out.verdict == "untrusted", out
+    if status == "error":
+        assert out.message.startswith("inconclusive")
+    else:
+        assert "engine lateness only adds latency" in out.detail
+
+
+def test_an_unbounded_reason_beside_lateness_keeps_the_check_inconclusive() -> None:
+    from fidelnet.scenario import model as m
+    from fidelnet.scenario.checks import _judge, _with_verdict
+
+    hog = Reason(code="cpu_saturated", level="untrusted", message="every core busy")
+    check = m.LatencyCheck(type="latency", traffic="load", percentile=50, max="10ms")
+    result = _late_result(2_100_000, 1_500_000, hog)
+    out = _with_verdict(check, _judge(check, result), result, DEFAULT)  # type: ignore[arg-type]
+    assert out.status == "error" and out.message.startswith("inconclusive")
+
+
+def test_sched_policy_of_this_process() -> None:
+    got = procfs.sched_policy(os.getpid())
+    assert got is not None and got[0] in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE")
+    assert procfs.sched_policy(2**22 + 12345) is None  # no such process
+
+
+@pytest.mark.parametrize(("loss_max", "status"), [("25%", "passed"), ("1%", "failed")])
+def test_engine_lateness_decides_a_loss_check_when_its_queues_dropped_nothing(
+    loss_max: str, status: str
+) -> None:
+    from fidelnet.scenario import model as m
+    from fidelnet.scenario.checks import _judge, _with_verdict
+
+    check = m.LossCheck(type="loss", traffic="load", max=loss_max)
+    result = _late_result(2_100_000, 1_500_000)
+    result = result.model_copy(update={"lost": 400, "loss_ratio": 0.2})  # type: ignore[attr-defined]
+    out = _with_verdict(check, _judge(check, result), result, DEFAULT)  # type: ignore[arg-type]
+    assert out.status == status, out
+    assert "the loss is the link model's" in out.detail
+
+
+def test_engine_queue_drops_beside_lateness_leave_a_loss_check_inconclusive() -> None:
+    from fidelnet.scenario import model as m
+    from fidelnet.scenario.checks import _judge, _with_verdict
+
+    check = m.LossCheck(type="loss", traffic="load", max="25%")
+    result = _late_result(2_100_000, 1_500_000)
+    rec = result.monitor  # type: ignore[attr-defined]
+    eng = rec.engine[0].model_copy(update={"drops_queue": 3})
+    result = result.model_copy(update={"monitor": rec.model_copy(update={"engine": [eng]})})  # type: ignore[attr-defined]
+    out = _with_verdict(check, _judge(check, result), result, DEFAULT)  # type: ignore[arg-type]
+    assert out.status == "error" and out.message.startswith("inconclusive")

@@ -73,6 +73,15 @@ struct Cli {
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     spin_us: u64,
 
+    /// Run the event loop at this real-time priority (SCHED_FIFO, 1-99), so
+    /// that a departure's timer wakes it ahead of ordinary processes; 0 keeps
+    /// the normal policy. A refusal (no CAP_SYS_NICE, a cgroup without a
+    /// real-time budget) is logged and the daemon runs on at normal priority:
+    /// the caller reads the policy actually in force from the kernel.
+    #[arg(long, value_name = "PRIO", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=99))]
+    realtime_priority: u8,
+
     /// Queue limit, in packets, for a direction that sets neither
     /// queue_packets nor queue_bytes (0: leave such queues unlimited).
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -116,6 +125,18 @@ fn run(cli: &Cli) -> Result<(), String> {
             ));
         }
     }
+    if cli.realtime_priority > 0 {
+        match set_realtime(cli.realtime_priority) {
+            Ok(()) => log!(
+                "running at real-time priority {} (SCHED_FIFO)",
+                cli.realtime_priority
+            ),
+            Err(e) => log!(
+                "real-time priority {} refused ({e}); running at normal priority",
+                cli.realtime_priority
+            ),
+        }
+    }
     // Timer expiries are not deferred to coalesce wakeups.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("cannot set the timer slack: {e}"))?;
 
@@ -144,6 +165,26 @@ fn run(cli: &Cli) -> Result<(), String> {
     result?;
     log!("exiting ({reason})");
     Ok(())
+}
+
+/// Switch the calling process to SCHED_FIFO at `priority`. Children do not
+/// inherit it (SCHED_RESET_ON_FORK); the kernel's real-time throttling
+/// (`sched_rt_runtime_us`) still leaves the other processes on its core a
+/// share of every second.
+fn set_realtime(priority: u8) -> Result<(), std::io::Error> {
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: sched_setscheduler reads one sched_param through a valid
+    // pointer to a local and changes only this process's policy.
+    let rc = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]

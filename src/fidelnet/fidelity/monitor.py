@@ -216,6 +216,9 @@ class Monitor:
         if net is not None:
             engine = getattr(net, "engine", None)
             if engine is not None:
+                sched = f"engine scheduling: {getattr(engine, 'scheduling', '') or 'unknown'}"
+                if sched not in self.notes:
+                    self.notes.append(sched)
                 try:
                     snap.engine = engine.stats()
                 except Exception as exc:

@@ -106,3 +106,19 @@ def process_cpu_s(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
     except (OSError, ValueError, IndexError):
         return None
+
+
+_POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE"}
+
+
+def sched_policy(pid: int) -> tuple[str, int] | None:
+    """The scheduling policy in force for process ``pid`` and its real-time priority
+    (``("SCHED_FIFO", 10)``; priority 0 for the normal policies), from
+    ``/proc/<pid>/stat`` fields 40 and 41; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        rt_priority, policy = int(fields[37]), int(fields[38])
+    except (OSError, ValueError, IndexError):
+        return None
+    return _POLICIES.get(policy, f"policy {policy}"), rt_priority

@@ -9,7 +9,11 @@ Every check on a timed measurement (pktgen, iperf, zero_loss) carries the
 measurement's fidelity verdict. A check whose measurement is ``untrusted`` does not
 pass or fail on a number known to be wrong: it becomes an ``error`` whose message
 starts with ``inconclusive`` (JUnit ``type="Inconclusive"``), unless the thresholds
-say ``untrusted_check: warn``, which keeps its status and adds the verdict.
+say ``untrusted_check: warn``, which keeps its status and adds the verdict. One
+exception is sound and kept: a latency check whose only untrusted reason is engine
+lateness and that passed is decided (lateness only adds latency, so the true value
+passes too), and so is a loss check whose only untrusted reason is engine lateness
+while the engine's queues dropped nothing (:mod:`fidelnet.fidelity.bounds`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from fidelnet.fidelity.bounds import latency_decided, loss_decided
 from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
 from fidelnet.measure import latency as lat
 from fidelnet.measure.results import Flag, TcpResult, UdpResult, ZeroLossResult
@@ -172,12 +177,35 @@ def _judge(check: m.Check, got: Measured) -> CheckOutcome:
     )
 
 
-def _with_verdict(outcome: CheckOutcome, got: Measured, th: Thresholds) -> CheckOutcome:
+def _decided(check: m.Check, got: Measured) -> str:
+    """Why the untrusted verdict's error cannot have changed this check's answer
+    (:mod:`fidelnet.fidelity.bounds`), or "" when it could have."""
+    if not isinstance(got, UdpResult) or got.verdict is None:
+        return ""
+    if isinstance(check, m.LatencyCheck) and got.latency.count > 0:
+        value = _percentile_ns(got, check.percentile)
+        if latency_decided(got.verdict, value, check.max_ns) is not None:
+            return "engine lateness only adds latency, so the true value passes too"
+    if isinstance(check, m.LossCheck) and loss_decided(got.verdict, got.monitor):
+        return (
+            "engine lateness loses no packets and the engine's queues dropped none: "
+            "the loss is the link model's"
+        )
+    return ""
+
+
+def _with_verdict(
+    check: m.Check, outcome: CheckOutcome, got: Measured, th: Thresholds
+) -> CheckOutcome:
     verdict = getattr(got, "verdict", None)
     if verdict is None or outcome.status not in ("passed", "failed"):
         return outcome
     reasons = "; ".join(r.message for r in verdict.problems()[:3])
     out = replace(outcome, verdict=verdict.level, verdict_reasons=reasons)
+    why = _decided(check, got) if verdict.level == "untrusted" else ""
+    if why:
+        note = f"decided despite the untrusted measurement: {why}"
+        return replace(out, detail="\n".join(x for x in (out.detail, note) if x))
     if verdict.level == "untrusted" and th.untrusted_check == "inconclusive":
         would = "passed" if outcome.status == "passed" else "failed"
         return replace(
@@ -245,7 +273,7 @@ def evaluate(
             )
         else:
             try:
-                out.append(_with_verdict(_judge(check, got), got, thresholds))
+                out.append(_with_verdict(check, _judge(check, got), got, thresholds))
             except (ValueError, KeyError) as exc:
                 out.append(
                     CheckOutcome(
