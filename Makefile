@@ -1,7 +1,7 @@
 # fidelnet: one command each to install, run, check, test and benchmark.
 #
 #   make run        install, then run the default scenario (7-node line) and print its report
-#   make test       install, check, cargo test, pytest (privileged tests need root)
+#   make test       install (plus Debian's mininet: its examples are tests), check, cargo test, pytest
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
 #   make bench-links  install, then the link engine's fidelity benchmark (bench/links.py)
@@ -91,6 +91,7 @@ check: venv
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
+test: APT_EXTRA = $(APT_BENCH)
 test: install check
 	$(CARGO) test --workspace --locked
 	$(VENV_PATH) $(VENV)/bin/pytest tests
