@@ -97,3 +97,8 @@ class MeasurementError(FidelnetError):
     """A measurement could not be made: its tool failed, timed out or produced output
     that cannot be read. Results the run knows to be distorted are not errors: they
     carry flags instead."""
+
+
+class CapacityError(FidelnetError):
+    """An experiment asks more than the machine carries faithfully, and the caller
+    asked for that to be an error (``--strict``)."""

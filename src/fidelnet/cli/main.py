@@ -3,9 +3,9 @@
 Subcommands: ``mn`` (Mininet's ``mn``, options and scripts), ``clean`` (remove
 what stale runs own), ``compat-path`` (the directory holding the ``mininet``
 package shim), ``runs`` (list runs with state files), ``measure`` (the
-generator's floor), ``bench`` (benchmarks beside Mininet), ``report`` (an HTML
-page from a results directory), ``validate``, ``run`` and ``test`` (scenario
-files).
+generator's floor), ``calibrate`` (the machine's profile), ``bench`` (benchmarks
+beside Mininet), ``report`` (an HTML page from a results directory), ``validate``,
+``run`` and ``test`` (scenario files).
 """
 
 from __future__ import annotations
@@ -102,12 +102,13 @@ def mn(args: tuple[str, ...]) -> None:
 
 def _register() -> None:
     from fidelnet.cli.bench import bench
+    from fidelnet.cli.calibrate import calibrate
     from fidelnet.cli.measure import measure
     from fidelnet.cli.report import report
     from fidelnet.cli.scenario import run, test
     from fidelnet.cli.validate import validate
 
-    for command in (measure, bench, report, validate, run, test):
+    for command in (measure, bench, calibrate, report, validate, run, test):
         cli.add_command(command)
 
 

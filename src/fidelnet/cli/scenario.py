@@ -51,12 +51,21 @@ def _execute(
     kind: str,
     pcap: bool = False,
     thresholds: Thresholds = DEFAULT,
+    strict: bool = False,
 ) -> bool:
-    from fidelnet.scenario import default_scenario
+    from fidelnet.errors import CapacityError
+    from fidelnet.scenario import capacity, default_scenario
     from fidelnet.scenario.suite import load_all, run_suite
 
     err = Console(stderr=True)
     scenarios = load_all(list(files)) if files else [default_scenario()]
+    findings = capacity.check(scenarios)
+    for name, f in findings:
+        click.echo(f"fidelnet: {'error' if strict else 'warning'}: {name}: {f.message}", err=True)
+    if findings and strict:
+        raise CapacityError(
+            f"{len(findings)} capacity finding(s) above and --strict: nothing was built"
+        )
     target = _out(out, kind)
     with err.status("starting") as status:
 
@@ -119,6 +128,12 @@ _THRESHOLDS = click.option(
     default=None,
     help="YAML/JSON mapping of verdict thresholds (docs/fidelity.md).",
 )
+_STRICT = click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse (exit 2, nothing built) a scenario that asks more than this machine's "
+    "profile says it carries faithfully; without it, a warning.",
+)
 _UNTRUSTED = click.option(
     "--untrusted",
     type=click.Choice(["inconclusive", "warn"]),
@@ -133,16 +148,18 @@ _UNTRUSTED = click.option(
 @_PCAP
 @_THRESHOLDS
 @_UNTRUSTED
+@_STRICT
 def run(
     files: tuple[Path, ...],
     out: Path | None,
     pcap: bool,
     thresholds_file: Path | None,
     untrusted: str | None,
+    strict: bool,
 ) -> None:
     """Run scenario FILES (default: the embedded 7-node line) and write their results,
     JUnit file and report. Exits 0 when they ran, whatever the checks said."""
-    _execute(files, out, "run", pcap, _thresholds(thresholds_file, untrusted))
+    _execute(files, out, "run", pcap, _thresholds(thresholds_file, untrusted), strict)
 
 
 @click.command()
@@ -153,15 +170,17 @@ def run(
 @_PCAP
 @_THRESHOLDS
 @_UNTRUSTED
+@_STRICT
 def test(
     files: tuple[Path, ...],
     out: Path | None,
     pcap: bool,
     thresholds_file: Path | None,
     untrusted: str | None,
+    strict: bool,
 ) -> None:
     """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
     Every file is validated before anything is built (bad input: exit 2). A check on
     a measurement the run judged untrusted is inconclusive (an error) by default."""
     th = _thresholds(thresholds_file, untrusted)
-    sys.exit(0 if _execute(files, out, "test", pcap, th) else 1)
+    sys.exit(0 if _execute(files, out, "test", pcap, th, strict) else 1)

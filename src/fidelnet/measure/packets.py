@@ -134,9 +134,11 @@ def udp(
     hdr_log: str | None = None,
     mode: Mode = "udp",
     monitor: bool = True,
+    interval_ms: int = 100,
 ) -> UdpResult:
     """Send ``rate_pps`` packets/s of ``size``-byte frames from ``src`` to ``dst`` for
-    ``duration`` seconds and measure loss, one-way latency and the received rate.
+    ``duration`` seconds and measure loss, one-way latency and the received rate
+    (its series in ``interval_ms`` windows).
     With ``monitor`` (the default) the run is watched and the result carries its
     verdict (:mod:`fidelnet.fidelity`)."""
     spec = TrafficSpec(rate_pps, size, duration, pattern, burst, flows, seed, mode=mode)
@@ -154,6 +156,7 @@ def udp(
             sender_cpu=place.sender,
             receiver_cpu=place.receiver,
             hdr_log=hdr_log,
+            interval_ms=interval_ms,
         )
         if mon is not None:
             mon.end()

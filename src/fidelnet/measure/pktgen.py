@@ -136,7 +136,13 @@ def _endpoint(addr: str, port: int) -> str:
 
 
 def _recv_argv(
-    addr: str, ports: list[int], duration: float, workdir: Path, cpu: int | None, hdr_log: bool
+    addr: str,
+    ports: list[int],
+    duration: float,
+    workdir: Path,
+    cpu: int | None,
+    hdr_log: bool,
+    interval_ms: int = 100,
 ) -> list[str]:
     argv = [find_pktgen(), "recv"]
     for p in ports:
@@ -151,6 +157,8 @@ def _recv_argv(
         "--ready",
         str(workdir / "ready"),
     ]
+    if interval_ms != 100:
+        argv += ["--interval-ms", str(interval_ms)]
     if hdr_log:
         argv += ["--hdr-log", str(workdir / "latency.hlog")]
     if cpu is not None:
@@ -273,18 +281,30 @@ def run(
     receiver_cpu: int | None = None,
     port: int | None = None,
     hdr_log: str | os.PathLike[str] | None = None,
+    interval_ms: int = 100,
 ) -> UdpResult:
     """Send ``spec`` from ``src`` to ``dst_addr`` (an address of ``dst``) and measure
-    what arrives. Raises MeasurementError if a tool fails; a rate the sender cannot
-    reach is not an error but a ``rate_not_reached`` flag with the rate it reached."""
+    what arrives (the rate series in ``interval_ms`` windows, 1..3600000). Raises
+    MeasurementError if a tool fails; a rate the sender cannot reach is not an error
+    but a ``rate_not_reached`` flag with the rate it reached."""
     spec.check()
+    if not isinstance(interval_ms, int) or not 1 <= interval_ms <= 3_600_000:
+        raise ValidationError("interval_ms", "must be 1..3600000 milliseconds", interval_ms)
     base = port if port is not None else random.randint(20000, 60000 - spec.flows)
     ports = list(range(base, base + spec.flows))
     seed = spec.seed if spec.seed is not None else random.getrandbits(63)
     with tempfile.TemporaryDirectory(prefix="fidelnet-pktgen-") as tmp:
         work = Path(tmp)
         rx = dst.popen(
-            _recv_argv(dst_addr, ports, spec.duration, work, receiver_cpu, hdr_log is not None),
+            _recv_argv(
+                dst_addr,
+                ports,
+                spec.duration,
+                work,
+                receiver_cpu,
+                hdr_log is not None,
+                interval_ms,
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -45,6 +45,13 @@ def current_profile() -> _profile.Profile | None:
     return _profile_cache[0]
 
 
+def assume_no_profile() -> None:
+    """Judge without a profile from now on, and without the warning: for
+    ``fidelnet calibrate``, which is measuring the profile."""
+    _profile_cache.clear()
+    _profile_cache.append(None)
+
+
 @contextlib.contextmanager
 def use_thresholds(th: Thresholds) -> Iterator[None]:
     """Judge with ``th`` inside the block."""
