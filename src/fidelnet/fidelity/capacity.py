@@ -145,8 +145,8 @@ def assess(
                 + " and ".join(parts)
                 + f"; this machine forwards about {_pps(fit_pps)} on such a path without "
                 f"loss, and {_pps(d.pps)} is {load:.1f}x that, so expect an untrusted "
-                f"verdict. What would help: at most {_pps(fit_pps)}, fewer hops, or (once virtual time "
-                f"exists) a time dilation factor of at least {math.ceil(load)}",
+                f"verdict. What would help: at most {_pps(fit_pps)}, fewer hops, or (once "
+                f"virtual time exists) a time dilation factor of at least {math.ceil(load)}",
             )
         )
     return found
