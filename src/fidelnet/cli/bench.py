@@ -23,7 +23,68 @@ def _rates(text: str) -> tuple[float, ...]:
 
 @click.group()
 def bench() -> None:
-    """Benchmarks beside stock Mininet: `line` (the CIMininet 7-node line)."""
+    """Benchmarks: `line` (the CIMininet 7-node line beside stock Mininet), `hifi`
+    (the Mininet-HiFi validation suite)."""
+
+
+@bench.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results directory (default fidelnet-results/hifi-TIME).",
+)
+@click.option(
+    "--seconds",
+    type=click.IntRange(3, 600),
+    default=10,
+    show_default=True,
+    help="Seconds per test.",
+)
+@click.option(
+    "--only",
+    type=click.Choice(["tcp", "udp", "all"]),
+    default="all",
+    show_default=True,
+    help="The TCP tests, the UDP dumbbell, or both.",
+)
+def hifi(out: Path | None, seconds: int, only: str) -> None:
+    """The Mininet-HiFi validation suite: two-way, fork-out, single-switch and
+    dumbbell TCP tests at 100 Mbit/s, and the UDP dumbbell with droptail and hifi
+    queues; Jain's index per test with its spread, and a verdict on each.
+
+    Exits 0 when it ran (whatever the verdicts), 2 on bad input."""
+    from fidelnet.bench import hifi as suite
+    from fidelnet.bench.hifi_page import summary_rows, write_page
+
+    err = Console(stderr=True)
+
+    def say(message: str) -> None:
+        err.print(f"[dim]*** {message}")
+
+    tests = []
+    if only in ("tcp", "all"):
+        for name in suite.TCP_TESTS:
+            say(f"TCP {name}, {seconds} s")
+            tests.append(suite.tcp_test(name, seconds))
+    if only in ("udp", "all"):
+        for queue in ("droptail", "hifi"):
+            say(f"UDP dumbbell, queue {queue}, {seconds} s")
+            tests.append(suite.udp_dumbbell(queue, seconds))
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    target = out or Path("fidelnet-results") / f"hifi-{stamp}"
+    page = write_page(tests, target)
+    table = Table(title="Mininet-HiFi validation (Table 1)")
+    for col in ("test", "flows", "Mbit/s per flow", "fair share", "Jain", "per s min/p5/med",
+                "verdict"):  # fmt: skip
+        table.add_column(col)
+    for row in summary_rows(tests):
+        table.add_row(*row)
+    Console(width=max(Console().width, 120)).print(table)
+    for t in tests:
+        if t.reasons:
+            click.echo(f"verdict {t.name} ({t.queue}): {t.level}: {t.reasons}")
+    click.echo(f"report: {page}")
 
 
 @bench.command()
