@@ -4,7 +4,8 @@
   through the ``pytest11`` entry point): the ``fidelnet_topology`` marker and the
   ``fidelnet_net``, ``fidelnet_topology`` and ``fidelnet_results`` fixtures;
 - :mod:`fidelnet.testing.asserts`: assertions whose messages carry the measured
-  value, the expected one and the result's flags.
+  value, the expected one, the result's flags and its fidelity verdict; on an
+  untrusted measurement they raise :class:`InconclusiveError`.
 
 ::
 
@@ -24,19 +25,27 @@ See docs/pytest-plugin.md. Importing this package is cheap (no network code).
 from __future__ import annotations
 
 from fidelnet.testing.asserts import (
+    InconclusiveError,
+    UntrustedMeasurementWarning,
     assert_goodput_at_least,
     assert_jain_at_least,
     assert_latency_at_most,
     assert_loss_at_most,
     assert_no_flags,
     assert_reachable,
+    assert_trusted,
+    set_untrusted,
 )
 
 __all__ = [
+    "InconclusiveError",
+    "UntrustedMeasurementWarning",
     "assert_goodput_at_least",
     "assert_jain_at_least",
     "assert_latency_at_most",
     "assert_loss_at_most",
     "assert_no_flags",
     "assert_reachable",
+    "assert_trusted",
+    "set_untrusted",
 ]

@@ -5,6 +5,15 @@ beside the expected one, with what was measured and the result's flags::
 
     latency p99.9 = 1.84 ms > 1.00 ms allowed (h1->h2, 10000 pps, flags: receiver_socket_drops)
 
+Messages carry the measurement's fidelity verdict too. An assertion on a
+measurement the run judged ``untrusted`` neither passes nor fails on that number:
+it raises :class:`InconclusiveError` (an ``AssertionError``, so the test fails)
+whose message starts with ``inconclusive`` and gives the reasons, unless the error
+cannot have changed the answer (a passed latency bound or a loss bound with only
+engine lateness against it, :mod:`fidelnet.fidelity.bounds`).
+:func:`set_untrusted` (``"warn"``) turns that into a warning
+(:class:`UntrustedMeasurementWarning`) and judges the number as it is.
+
 A measurement that cannot be judged (nothing sent, no packet received) fails too,
 with a message that says so; arguments that make no sense (a loss ratio of 5, an
 unknown flow) raise :class:`ValueError`. Thresholds take numbers in the units of the
@@ -16,8 +25,9 @@ This module imports nothing heavy: the result models are duck-typed.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -41,13 +51,39 @@ if TYPE_CHECKING:
     FlaggedResult: TypeAlias = UdpResult | ZeroLossResult | SelftestResult | TcpResult
 
 __all__ = [
+    "InconclusiveError",
+    "UntrustedMeasurementWarning",
     "assert_goodput_at_least",
     "assert_jain_at_least",
     "assert_latency_at_most",
     "assert_loss_at_most",
     "assert_no_flags",
     "assert_reachable",
+    "assert_trusted",
+    "set_untrusted",
 ]
+
+
+class InconclusiveError(AssertionError):
+    """The assertion judged a measurement its run knows to be wrong (``untrusted``):
+    neither a pass nor a failure."""
+
+
+class UntrustedMeasurementWarning(UserWarning):
+    """An assertion judged an untrusted measurement as it is (``set_untrusted("warn")``)."""
+
+
+_UNTRUSTED: dict[str, str] = {"mode": "inconclusive"}
+
+
+def set_untrusted(mode: Literal["inconclusive", "warn"]) -> None:
+    """What an assertion on an untrusted measurement does: ``inconclusive`` (the
+    default: raise :class:`InconclusiveError`) or ``warn`` (judge the number, and
+    warn)."""
+    if mode not in ("inconclusive", "warn"):
+        raise ValueError(f"untrusted: must be inconclusive or warn (got {mode!r})")
+    _UNTRUSTED["mode"] = mode
+
 
 # Percentiles a LatencySummary carries; any other comes from the HDR histogram.
 _SUMMARY_FIELDS = {
@@ -112,7 +148,7 @@ def _flows(flows: Sequence[TcpFlowResult]) -> str:
     return f"{len(flows)} flow{'s' if len(flows) != 1 else ''}: {each}"
 
 
-def _context(result: object, *, flags: bool = True) -> str:
+def _context(result: object, *, flags: bool = True, verdict: bool = True) -> str:
     """``h1->h2, 10000 pps, flags: ...``: what was measured, for messages."""
     parts: list[str] = []
     src, dst = getattr(result, "src", None), getattr(result, "dst", None)
@@ -128,7 +164,28 @@ def _context(result: object, *, flags: bool = True) -> str:
         parts.append(_flows(tcp_flows))
     if flags and (f := _flags(result)) is not None:
         parts.append(f)
+    judged = getattr(result, "verdict", None)
+    if verdict and judged is not None:
+        parts.append(f"verdict: {judged.summary(2)}")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _trust(result: object, measured: str, passes: bool, decided: bool = False) -> None:
+    """Raise :class:`InconclusiveError` (or warn) when ``result`` is untrusted and its
+    error may have changed the answer; ``decided`` says it cannot have."""
+    __tracebackhide__ = True
+    verdict = getattr(result, "verdict", None)
+    if verdict is None or verdict.level != "untrusted" or decided:
+        return
+    reasons = "; ".join(r.message for r in verdict.problems()[:3])
+    message = (
+        f"inconclusive: {measured} ({'passes' if passes else 'fails'}), but the "
+        f"measurement is untrusted: {reasons}{_context(result, verdict=False)}"
+    )
+    if _UNTRUSTED["mode"] == "warn":
+        warnings.warn(message, UntrustedMeasurementWarning, stacklevel=3)
+        return
+    raise InconclusiveError(message)
 
 
 # -- arguments ----------------------------------------------------------------------
@@ -210,6 +267,12 @@ def assert_loss_at_most(result: LossResult, ratio: float | str) -> None:
         lost = sent - int(getattr(result, "received", 0))
     if sent == 0:
         raise AssertionError(f"loss cannot be judged: nothing was sent{_context(result)}")
+    verdict = getattr(result, "verdict", None)
+    if verdict is not None:
+        from fidelnet.fidelity.bounds import loss_decided
+
+        decided = loss_decided(verdict, getattr(result, "monitor", None))
+        _trust(result, f"loss = {_percent(loss)}", loss <= allowed, decided)
     if loss > allowed:
         raise AssertionError(
             f"loss = {_percent(loss)} ({lost} of {sent} lost) > {_percent(allowed)} allowed"
@@ -245,6 +308,14 @@ def assert_latency_at_most(result: LatencyResult, percentile: float, seconds: fl
         from fidelnet.measure.latency import decode
 
         value_ns = int(decode(summary.hdr).get_value_at_percentile(percentile))
+    verdict = getattr(result, "verdict", None)
+    if verdict is not None:
+        from fidelnet.fidelity.bounds import latency_decided
+
+        decided = latency_decided(verdict, value_ns, allowed * 1e9) is not None
+        _trust(
+            result, f"latency {name} = {_time(value_ns / 1e9)}", value_ns <= allowed * 1e9, decided
+        )
     if value_ns > allowed * 1e9:
         raise AssertionError(
             f"latency {name} = {_time(value_ns / 1e9)} > {_time(allowed)} allowed{_context(result)}"
@@ -285,6 +356,7 @@ def assert_goodput_at_least(
         label = f"goodput {f.src}->{f.dst}"
         flags = _flags(tcp_result)
         context = f" (flow {i} of {len(flows)}, {flags})"
+    _trust(tcp_result, f"{label} = {_rate(value)}", value >= required)
     if value < required:
         raise AssertionError(f"{label} = {_rate(value)} < {_rate(required)} required{context}")
 
@@ -303,6 +375,7 @@ def assert_jain_at_least(tcp_result: TcpResult, value: float) -> None:
         from fidelnet.measure.fairness import jain
 
         index = jain(f.goodput_bps for f in flows)
+    _trust(tcp_result, f"Jain's fairness index = {index:.3f}", index >= value)
     if index < value:
         raise AssertionError(
             f"Jain's fairness index = {index:.3f} < {value:.3f} required{_context(tcp_result)}"
@@ -322,3 +395,18 @@ def assert_no_flags(result: FlaggedResult, allow: Iterable[str] = ()) -> None:
             f"{len(unexpected)} unexpected flag{'s' if len(unexpected) != 1 else ''} on the "
             f"{kind} result{_context(result, flags=False)}:\n{lines}"
         )
+
+
+def assert_trusted(result: FlaggedResult, *, allow_degraded: bool = True) -> None:
+    """The run's verdict on ``result`` is ``trusted`` (or ``degraded``, unless
+    ``allow_degraded`` is false); the message gives its reasons."""
+    __tracebackhide__ = True
+    verdict = getattr(result, "verdict", None)
+    if verdict is None:
+        raise AssertionError(
+            f"no verdict: the {getattr(result, 'kind', type(result).__name__)} result was not "
+            f"judged (measured with monitor=False, or read from an old file){_context(result)}"
+        )
+    ok = {"trusted", "degraded"} if allow_degraded else {"trusted"}
+    if verdict.level not in ok:
+        raise AssertionError(f"verdict {verdict.summary(5)}{_context(result, flags=True)}")
