@@ -26,7 +26,7 @@ def test_quick_calibration_saves_a_profile_this_machine_loads(tmp_path: Path) ->
         capture_output=True, text=True, timeout=300, check=False, env=env,
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "forwarding tc     1 link(s)" in p.stdout and "profile: " in p.stdout
+    assert "forwarding tc     1 chain    link(s)" in p.stdout and "profile: " in p.stdout
     code = (
         "from fidelnet.fidelity import profile as p; got, why = p.load(); "
         "assert got is not None, why; "
@@ -54,3 +54,18 @@ def test_quick_calibration_saves_a_profile_this_machine_loads(tmp_path: Path) ->
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "traffic flood" in refused.stderr and "nothing was built" in refused.stderr
     assert not (tmp_path / "run").exists()
+    # And a script's udp() is checked before it sends.
+    code = (
+        "from fidelnet import Network; from fidelnet.measure import udp; "
+        "from fidelnet.topology import line\n"
+        "with Network(line(4)) as net:\n"
+        "    udp(net, 'h1', 'h4', 900_000, duration=0.3)\n"
+    )
+    script = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+        check=False,
+    )  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    assert "traffic h1->h4 (udp 900,000 pps of 64 B) crosses 3 bare veth or tc links" in (
+        script.stderr
+    )

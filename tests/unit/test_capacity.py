@@ -132,3 +132,29 @@ def test_cost_model_fits_fixed_and_per_link_parts() -> None:
     assert abs(fixed + 5 * per_link - 1 / 36_000) < 1e-9
     assert cost_model(p, "engine") == (0.0, 1 / 100_000)
     assert cost_model(p, "vm") is None
+
+
+def test_a_bit_rate_calibration_could_not_carry_is_found() -> None:
+    from fidelnet.fidelity.capacity import rate_limit
+    from fidelnet.fidelity.profile import RateAccuracy
+
+    def acc(bps: float, mean: float) -> RateAccuracy:
+        return RateAccuracy(
+            backend="engine", rate_bps=bps, windows=100, mean_ratio=mean, p1_ratio=mean,
+            p99_ratio=mean,
+        )  # fmt: skip
+
+    p = _profile().model_copy(
+        update={"rate_accuracy": [acc(10e6, 1.0), acc(100e6, 1.0), acc(1e9, 0.184)]}
+    )
+    assert rate_limit(p, "engine") == (100e6, 1e9)
+    assert rate_limit(p, "tc") is None  # never failed: no known limit
+    fast = Demand("big", 90_000, {"engine": 1}, "pktgen 90kpps", {"engine": 1.09e9})
+    (f,) = [x for x in assess([fast], p) if "Gbit/s" in x.message]
+    assert "puts 1.09 Gbit/s on engine links" in f.message
+    assert "carry 100 Mbit/s faithfully but only 18 % of 1 Gbit/s" in f.message
+    assert f.message.endswith("so expect an untrusted verdict")
+    middle = Demand("mid", 1000, {"engine": 1}, "x", {"engine": 400e6})
+    (g,) = assess([middle], p)
+    assert "not known, watch the verdict" in g.message
+    assert assess([Demand("ok", 1000, {"engine": 1}, "x", {"engine": 50e6})], p) == []

@@ -13,16 +13,17 @@ rtt                 round trips over a bare veth pair, idle and loaded (Fig. 5)
 rate accuracy       the received rate in 10 ms windows through a shaped link, per
                     backend (tc, engine) at 10 Mbit/s, 100 Mbit/s, 1 Gbit/s (Fig. 2)
 forwarding          the zero-loss rate of 64-byte frames through routed chains of 1, 3
-                    and 6 links, per backend: the breaking point (Fig. 3/4)
+                    and 6 links and through 2 parallel links sending at once, per
+                    backend: the breaking point (Fig. 3/4)
 floor               the packet generator's own latency and highest send rate
 ==================  ===================================================================
 
 The profile is saved only when every step finished: an interrupted calibration
 (Ctrl-C, SIGTERM) saves nothing, and every network it built is torn down as usual.
 
-Not there yet: forwarding through *parallel* links (HiFi's other layout) and rate
-accuracy at 10 Gbit/s (the highest rate measured is 1 Gbit/s; the engine does not
-carry more here, see issue 18).
+Not there yet: rate accuracy at 10 Gbit/s (the highest rate measured is 1 Gbit/s:
+the engine does not carry more here, see issue 18, and tc's htb stops at 4.3
+Gbit/s), and parallel layouts of more than two links (two cores).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Plan:
     rate_backends: tuple[str, ...] = ("tc", "engine")
     rate_seconds: float = 2.0
     chain_links: tuple[int, ...] = (1, 3, 6)
+    parallel_links: tuple[int, ...] = (2,)
     forward_backends: tuple[str, ...] = ("tc", "engine")
     trial_s: float = 0.5
     floor: bool = True
@@ -69,6 +71,7 @@ class Plan:
             rates_bps=(100e6,),
             rate_seconds=1.0,
             chain_links=(1,),
+            parallel_links=(),
             trial_s=0.3,
             floor=False,
         )
@@ -153,6 +156,9 @@ def calibrate(
         for links in plan.chain_links:
             say(f"  {backend}, {links} link{'s' if links > 1 else ''}")
             fwd.append(steps.forwarding(backend, links, plan.trial_s))
+        for links in plan.parallel_links:
+            say(f"  {backend}, {links} parallel links")
+            fwd.append(steps.parallel_forwarding(backend, links, plan.trial_s))
     done()
 
     floor_p50 = floor_p999 = None

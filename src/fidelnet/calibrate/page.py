@@ -83,7 +83,7 @@ def _forwarding_plot(out: Path, cal: Calibration) -> str:
             [o / 1000 for o in f.offered_pps],
             [d / 1000 for d in f.delivered_pps],
             marker="o",
-            label=f"{f.backend}, {f.links} link{'s' if f.links > 1 else ''}",
+            label=f"{f.backend}, {f.links} {f.layout} link{'s' if f.links > 1 else ''}",
             gid="series",
         )
     top = max((max(f.offered_pps, default=0) for f in cal.profile.forwarding), default=0) / 1000
@@ -140,17 +140,26 @@ def write_page(cal: Calibration, out: Path) -> Path:
         f"<h1>Calibration of {_e(p.machine.hostname)}</h1>",
         _answer(cal),
         "<section id='forwarding'><h2>Forwarding capacity (HiFi Fig. 3/4)</h2>",
-        "<p>Routed chains offered 64-byte frames; the breaking point is the highest "
-        "offered rate delivered without loss.</p>",
+        "<p>Routed chains, and separate pairs sending at once (parallel), offered "
+        "64-byte frames; the breaking point is the highest offered rate (in all) "
+        "delivered without loss.</p>",
         _forwarding_plot(out, cal),
         _table(
-            ["backend", "links", "breaking point, kpps", "packet-hops/s", "Mbit/s (64 B)"],
+            [
+                "backend",
+                "layout",
+                "links",
+                "breaking point, kpps",
+                "packet-hops/s",
+                "Mbit/s (64 B)",
+            ],
             [
                 [
                     f.backend,
+                    f.layout,
                     f.links,
                     f"{f.breaking_pps / 1000:.1f}",
-                    f"{f.breaking_pps * f.links:,.0f}",
+                    f"{f.breaking_pps * (f.links if f.layout == 'chain' else 1):,.0f}",
                     f"{f.breaking_bps / 1e6:.1f}",
                 ]
                 for f in p.forwarding

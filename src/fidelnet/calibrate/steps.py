@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
 from fidelnet.calibrate.host import BUSY, busy, percentile
 from fidelnet.fidelity.profile import CpuShare, Forwarding, RateAccuracy, RttUnderLoad
 from fidelnet.kernel import procfs
-from fidelnet.measure.packets import udp, zero_loss_rate
+from fidelnet.measure import pktgen
+from fidelnet.measure.packets import search, udp, zero_loss_rate
+from fidelnet.measure.results import UdpResult
 from fidelnet.network import Network
 from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec, line
 
@@ -25,6 +28,7 @@ __all__ = [
     "ShareSamples",
     "cpu_shares",
     "forwarding",
+    "parallel_forwarding",
     "rate_accuracy",
     "rtt_under_load",
 ]
@@ -187,4 +191,84 @@ def forwarding(backend: str, links: int, trial_s: float = 0.5) -> Forwarding:
         offered_pps=[round(t.rate_pps) for t in trials],
         delivered_pps=[round(t.received / trial_s) for t in trials],
         breaking_pps=round(z.ndr_pps),
+    )
+
+
+def _parallel_pairs(links: int, backend: str) -> TopologySpec:
+    spec = TopologySpec()
+    for i in range(1, links + 1):
+        spec.add_node(NodeSpec(f"a{i}", ip=f"10.252.{i}.1/24"))
+        spec.add_node(NodeSpec(f"b{i}", ip=f"10.252.{i}.2/24"))
+        link = LinkSpec(f"a{i}", f"b{i}")
+        link.backend = backend  # type: ignore[assignment]
+        spec.add_link(link)
+    return spec
+
+
+def _together(results: list[UdpResult], offered: float) -> UdpResult:
+    """``results`` of senders run at once, as one trial of the aggregate rate."""
+    sent = sum(r.sent for r in results)
+    unique = sum(r.unique for r in results)
+    return results[0].model_copy(
+        update={
+            "requested_pps": offered,
+            "achieved_pps": sum(r.achieved_pps for r in results),
+            "rate_reached": all(r.rate_reached for r in results),
+            "sent": sent,
+            "unique": unique,
+            "received": sum(r.received for r in results),
+            "lost": sent - unique,
+            "loss_ratio": (sent - unique) / sent if sent else 1.0,
+            "socket_drops": sum(r.socket_drops for r in results),
+        }
+    )
+
+
+def parallel_forwarding(backend: str, links: int, trial_s: float = 0.5) -> Forwarding:
+    """The highest aggregate rate of 64-byte frames ``links`` separate pairs, each
+    joined by one ``backend`` link and sending at the same time, deliver without
+    loss (Mininet-HiFi's parallel layout), by the same binary search as the chains,
+    each trial's rate split evenly over the senders."""
+    with Network(_parallel_pairs(links, backend), command=COMMAND) as net:
+
+        def trial(rate: float) -> UdpResult:
+            each = pktgen.TrafficSpec(rate / links, 64, trial_s)
+            got: list[UdpResult | BaseException] = [RuntimeError("not run")] * links
+
+            def one(i: int) -> None:
+                a, b = net[f"a{i + 1}"], net[f"b{i + 1}"]
+                try:
+                    got[i] = pktgen.run(a, b, f"10.252.{i + 1}.2", each)
+                except BaseException as exc:  # re-raised in the caller's thread
+                    got[i] = exc
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(links)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            done = []
+            for g in got:
+                if isinstance(g, BaseException):
+                    raise g
+                done.append(g)
+            return _together(done, rate)
+
+        ndr, _pdr, trials = search(
+            trial,
+            low_pps=5_000.0,
+            high_pps=600_000.0,
+            resolution_pps=5_000.0,
+            pdr_loss=0.005,
+            max_trials=20,
+        )
+    ordered = sorted(trials, key=lambda t: t.rate_pps)
+    return Forwarding(
+        backend=backend,
+        layout="parallel",
+        links=links,
+        frame_bytes=64,
+        offered_pps=[round(t.rate_pps) for t in ordered],
+        delivered_pps=[round(t.received / trial_s) for t in ordered],
+        breaking_pps=round(ndr),
     )

@@ -52,8 +52,8 @@ def calibrate(quick: bool, out: Path | None, save: bool) -> None:
     p = cal.profile
     for f in p.forwarding:
         click.echo(
-            f"forwarding {f.backend:6} {f.links} link(s): {f.breaking_pps / 1000:7.1f} kpps "
-            "without loss"
+            f"forwarding {f.backend:6} {f.links} {f.layout:8} link(s): "
+            f"{f.breaking_pps / 1000:7.1f} kpps without loss"
         )
     for r in p.rate_accuracy:
         click.echo(

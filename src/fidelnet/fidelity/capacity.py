@@ -14,9 +14,11 @@ A :class:`Finding` says what is over, by how much, and what would help (a lower
 rate, fewer hops, and, once virtual time exists, a time dilation factor). Callers
 print findings as warnings, or refuse to start with ``--strict``.
 
-Only packet rates are compared: the profile's capacity is measured with 64-byte
-frames, so for large frames it is an upper bound and a byte-rate limit may come
-first (the verdict of the run will say so).
+Bit rates are compared too, where calibration found a rate a backend could not
+carry (the mean of its 10 ms windows under 97 % of the rate): the engine at 1 Gbit/s
+of full-size frames on the reference machine. The packet capacity is measured with
+64-byte frames, so for large frames it is an upper bound, and the bit-rate check is
+what catches them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from fidelnet.fidelity.profile import Profile
 
-__all__ = ["Demand", "Finding", "assess", "cost_model"]
+__all__ = ["FAITHFUL_RATE", "Demand", "Finding", "assess", "cost_model", "rate_limit"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class Demand:
     """Links on the path per backend (``tc`` for tc-shaped and bare veth links,
     ``engine``); for several flows at once, averaged over them by their rates."""
     what: str = ""
+    bps: Mapping[str, float] = field(default_factory=dict)
+    """Bits per second (L2 frames) the item puts on each backend's links, where it
+    is known."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,62 @@ def _measured(profile: Profile, backend: str) -> str:
     return ", ".join(f"{links} link{'s' if links > 1 else ''} {_pps(pps)}" for links, pps in chains)
 
 
+FAITHFUL_RATE = 0.97
+"""A backend carried a rate faithfully when the mean of its 10 ms windows reached
+this share of it."""
+
+
+def rate_limit(profile: Profile, backend: str) -> tuple[float, float] | None:
+    """``(carried, failed)``: the highest calibrated rate ``backend`` carried
+    faithfully and the lowest it did not, when calibration found one it did not."""
+    seen = [r for r in profile.rate_accuracy if r.backend == backend and r.windows > 0]
+    failed = [r.rate_bps for r in seen if r.mean_ratio < FAITHFUL_RATE]
+    if not failed:
+        return None
+    lowest_failed = min(failed)
+    carried = [
+        r.rate_bps for r in seen if r.mean_ratio >= FAITHFUL_RATE and r.rate_bps < lowest_failed
+    ]
+    return (max(carried) if carried else 0.0), lowest_failed
+
+
+def _bits(v: float) -> str:
+    for scale, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} bit/s"
+
+
+def _rate_findings(d: Demand, profile: Profile) -> list[Finding]:
+    out = []
+    for backend, bps in sorted(d.bps.items()):
+        limit = rate_limit(profile, backend)
+        if limit is None or bps <= limit[0]:
+            continue
+        carried, failed = limit
+        got = next(
+            r.mean_ratio
+            for r in profile.rate_accuracy
+            if r.backend == backend and r.rate_bps == failed
+        )
+        known = bps >= failed
+        out.append(
+            Finding(
+                d.name,
+                bps / carried if carried else math.inf,
+                f"traffic {d.name} ({d.what or _pps(d.pps)}) puts {_bits(bps)} on "
+                f"{_backend(backend)} links; calibration saw them carry "
+                f"{_bits(carried)} faithfully but only {100 * got:.0f} % of {_bits(failed)}"
+                + (
+                    ", so expect an untrusted verdict"
+                    if known
+                    else ": between the two the result is not known, watch the verdict"
+                ),
+            )
+        )
+    return out
+
+
 def assess(
     demands: Iterable[Demand],
     profile: Profile | None,
@@ -115,6 +176,7 @@ def assess(
     if profile is None:
         return found
     for d in demands:
+        found += _rate_findings(d, profile)
         fixed = 0.0
         per_packet = 0.0
         parts = []

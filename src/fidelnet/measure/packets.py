@@ -20,7 +20,7 @@ from fidelnet.errors import ValidationError
 from fidelnet.kernel import nic
 from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
 from fidelnet.measure.results import Flag, Trial, UdpResult, ZeroLossResult
-from fidelnet.measure.verdicts import judged, path_nodes, watch
+from fidelnet.measure.verdicts import judged, path_nodes, precheck, watch
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -145,6 +145,8 @@ def udp(
     spec.check()
     s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
     nodes, shaped = path_nodes(net, src, dst) if monitor else ([], False)
+    if monitor:
+        precheck(net, src, dst, rate_pps, size, f"udp {rate_pps:,.0f} pps of {size} B")
     with watch(net, nodes, monitor) as mon:
         if mon is not None:
             mon.begin()

@@ -27,7 +27,14 @@ from fidelnet.measure.results import TcpResult, UdpResult, ZeroLossResult
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["current_profile", "judged", "path_nodes", "use_thresholds", "watch"]
+__all__ = [
+    "current_profile",
+    "judged",
+    "path_nodes",
+    "precheck",
+    "use_thresholds",
+    "watch",
+]
 
 R = TypeVar("R", UdpResult, ZeroLossResult, TcpResult)
 
@@ -73,6 +80,40 @@ def path_nodes(net: Network, src: str, dst: str) -> tuple[list[str], bool]:
     except FidelnetError:
         return [src, dst], False
     return found.nodes, found.capacity_bps is not None
+
+
+def precheck(net: Network, src: str, dst: str, pps: float, size: int, what: str) -> list[str]:
+    """The capacity check (:mod:`fidelnet.fidelity.capacity`) for one measurement
+    about to start from a script: each finding is logged as a warning and returned.
+    Nothing without a profile (that is said once, by :func:`current_profile`); the
+    same finding is logged once per process."""
+    from fidelnet.fidelity.capacity import Demand, assess
+    from fidelnet.measure.path import path
+
+    profile = current_profile()
+    if profile is None:
+        return []
+    try:
+        found = path(net, src, dst)
+    except FidelnetError:
+        return []
+    hops: dict[str, float] = {}
+    for hop in found.hops:
+        backend = "engine" if hop.backend == "engine" else "tc"
+        hops[backend] = hops.get(backend, 0) + 1
+    bits = pps * (size - 4) * 8
+    demand = Demand(f"{src}->{dst}", pps, hops, what, {k: bits for k in hops})
+    out = []
+    for finding in assess([demand], profile):
+        if finding.message not in _warned:
+            _warned.add(finding.message)
+            logger.warning("fidelity: %s", finding.message)
+        out.append(finding.message)
+    return out
+
+
+_warned: set[str] = set()
+"""Findings already logged: a script measuring the same path again is told once."""
 
 
 @contextlib.contextmanager

@@ -72,12 +72,15 @@ def demands(
         if isinstance(item, m.Pktgen):
             path = path_links(spec, item.src, item.dst)
             if path:
+                hops = _hops(path, choices)
+                bits = item.rate_pps * (item.size - 4) * 8  # what the links carry: no FCS
                 out.append(
                     Demand(
                         item.name,
                         item.rate_pps,
-                        _hops(path, choices),
+                        hops,
                         f"pktgen {item.rate}, {item.src} to {item.dst}",
+                        {k: bits for k in hops},
                     )
                 )
         elif isinstance(item, m.Iperf):
@@ -99,8 +102,8 @@ def demands(
                     work[k] = work.get(k, 0.0) + pps * v
             if total > 0:
                 # Links per packet, averaged over the flows by their rates.
-                hops = {k: w / total for k, w in work.items()}
-                out.append(Demand(item.name, total, hops, f"iperf, {len(flows)} TCP flows"))
+                mean_hops = {k: w / total for k, w in work.items()}
+                out.append(Demand(item.name, total, mean_hops, f"iperf, {len(flows)} TCP flows"))
     cpu = sum(n.cpu for n in spec.nodes.values() if n.cpu is not None)
     return out, cpu
 
