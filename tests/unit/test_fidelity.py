@@ -455,3 +455,20 @@ def test_engine_queue_drops_beside_lateness_leave_a_loss_check_inconclusive() ->
     result = result.model_copy(update={"monitor": rec.model_copy(update={"engine": [eng]})})  # type: ignore[attr-defined]
     out = _with_verdict(check, _judge(check, result), result, DEFAULT)  # type: ignore[arg-type]
     assert out.status == "error" and out.message.startswith("inconclusive")
+
+
+def test_timer_p99_is_never_one_of_the_two_worst_wakeups() -> None:
+    from fidelnet.fidelity.monitor import Monitor
+
+    mon = Monitor(None)
+    mon._t0 = 0.0
+    mon._stopped_at = 2.0
+    lates = [100_000] * 78 + [2_300_000, 2_400_000]  # one hiccup hit two wake-ups
+    mon._late_ns = list(lates)
+    mon._late_t = [0.025 * (i + 1) for i in range(len(lates))]
+    probe = mon._timer_probe(0.0, 2.0)
+    assert probe is not None
+    assert probe.p99_ns == 100_000 and probe.max_ns == 2_400_000
+    mon._late_ns = [100_000] * 70 + [2_000_000] * 10  # a trend, not a hiccup
+    probe = mon._timer_probe(0.0, 2.0)
+    assert probe is not None and probe.p99_ns == 2_000_000
