@@ -187,15 +187,44 @@ def test_an_unshaped_link_can_be_shaped_at_runtime() -> None:
         assert "rate 5Mbit" in out
 
 
-def test_linkd_runs_real_time_by_default_and_says_so() -> None:
+def test_linkd_runs_real_time_by_default_and_says_so(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fidelnet.kernel import procfs
     from fidelnet.links.engine import REALTIME_PRIORITY
 
+    monkeypatch.setenv("FIDELNET_STATE_DIR", str(tmp_path))  # no profile
     with pair(LinkParams(delay=0.001)) as net:
         engine = net.engine
         assert engine is not None and engine.pid is not None
         assert procfs.sched_policy(engine.pid) == ("SCHED_FIFO", REALTIME_PRIORITY)
         assert engine.scheduling == f"SCHED_FIFO {REALTIME_PRIORITY}"
+        assert engine.scheduling_reason == "default"
+
+
+def test_linkd_follows_the_profiles_choice(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as _dt
+
+    from fidelnet._version import __version__
+    from fidelnet.fidelity import profile as prof
+    from fidelnet.fidelity.machine import machine
+    from fidelnet.kernel import procfs
+
+    monkeypatch.setenv("FIDELNET_STATE_DIR", str(tmp_path))
+    m = machine()
+    prof.save(
+        prof.Profile(
+            key=prof.machine_key(m), fidelnet=__version__, machine=m,
+            measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(), seconds=1.0,
+            command=["fidelnet", "calibrate"], steal_at_rest_pct=0.0,
+            engine_realtime_priority=0,
+        )
+    )  # fmt: skip
+    with pair(LinkParams(delay=0.001)) as net:
+        engine = net.engine
+        assert engine is not None and engine.pid is not None
+        assert procfs.sched_policy(engine.pid) == ("SCHED_OTHER", 0)
+        assert engine.scheduling_reason.startswith("calibrated, profile ")
 
 
 def test_linkd_real_time_off_when_asked() -> None:

@@ -134,3 +134,19 @@ def test_interrupted_calibration_saves_no_profile(
     assert "interrupted; no profile saved" in res.output
     assert not (tmp_path / "state" / "profiles").exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_real_time_is_chosen_only_where_it_helps() -> None:
+    from fidelnet.fidelity.profile import EngineRelease
+
+    def run(prio: int, p999_us: int) -> EngineRelease:
+        return EngineRelease(
+            realtime_priority=prio, packets=7500, p50_ns=30_000, p999_ns=p999_us * 1000,
+            max_ns=p999_us * 2000,
+        )  # fmt: skip
+
+    helps = [run(0, 900), run(10, 200), run(0, 1100), run(10, 300), run(0, 600), run(10, 250)]
+    assert steps.choose_realtime(helps, 10) == 10
+    same = [run(0, 300), run(10, 280), run(0, 320), run(10, 290), run(0, 310), run(10, 300)]
+    assert steps.choose_realtime(same, 10) == 0
+    assert steps.choose_realtime([run(10, 300)], 10) == 10  # nothing to compare

@@ -15,6 +15,9 @@ rate accuracy       the received rate in 10 ms windows through a shaped link, pe
 forwarding          the zero-loss rate of 64-byte frames through routed chains of 1, 3
                     and 6 links and through 2 parallel links sending at once, per
                     backend: the breaking point (Fig. 3/4)
+engine release      the engine's lateness on a 10 ms link at 5 kpps, at real-time
+                    priority 0 and 10, alternated: the profile keeps real-time on
+                    only where it cut the median p99.9 by a fifth or more
 floor               the packet generator's own latency and highest send rate
 ==================  ===================================================================
 
@@ -58,6 +61,7 @@ class Plan:
     parallel_links: tuple[int, ...] = (2,)
     forward_backends: tuple[str, ...] = ("tc", "engine")
     trial_s: float = 0.5
+    engine_runs: int = 3
     floor: bool = True
 
     @classmethod
@@ -73,6 +77,7 @@ class Plan:
             chain_links=(1,),
             parallel_links=(),
             trial_s=0.3,
+            engine_runs=1,
             floor=False,
         )
 
@@ -161,6 +166,19 @@ def calibrate(
             fwd.append(steps.parallel_forwarding(backend, links, plan.trial_s))
     done()
 
+    from fidelnet.links.engine import REALTIME_PRIORITY
+
+    done = step(
+        f"engine release at real-time priority 0 and {REALTIME_PRIORITY}, "
+        f"{plan.engine_runs} run(s) each"
+    )
+    release = []
+    for _ in range(plan.engine_runs):
+        for prio in (0, REALTIME_PRIORITY):  # alternated, so drift hits both alike
+            release.append(steps.engine_release(prio))
+    chosen = steps.choose_realtime(release, REALTIME_PRIORITY)
+    done()
+
     floor_p50 = floor_p999 = None
     floor_send = None
     if plan.floor:
@@ -189,6 +207,8 @@ def calibrate(
         floor_p50_ns=floor_p50,
         floor_p999_ns=floor_p999,
         floor_max_send_pps=floor_send,
+        engine_release=release,
+        engine_realtime_priority=chosen,
         notes=[
             f"{os.cpu_count()} cores; steps: " + ", ".join(f"{k} {v} s" for k, v in spent.items())
         ],

@@ -15,7 +15,13 @@ import time
 from dataclasses import dataclass
 
 from fidelnet.calibrate.host import BUSY, busy, percentile
-from fidelnet.fidelity.profile import CpuShare, Forwarding, RateAccuracy, RttUnderLoad
+from fidelnet.fidelity.profile import (
+    CpuShare,
+    EngineRelease,
+    Forwarding,
+    RateAccuracy,
+    RttUnderLoad,
+)
 from fidelnet.kernel import procfs
 from fidelnet.measure import pktgen
 from fidelnet.measure.packets import search, udp, zero_loss_rate
@@ -26,7 +32,9 @@ from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec, line
 __all__ = [
     "RATE_FRAME",
     "ShareSamples",
+    "choose_realtime",
     "cpu_shares",
+    "engine_release",
     "forwarding",
     "parallel_forwarding",
     "rate_accuracy",
@@ -272,3 +280,36 @@ def parallel_forwarding(backend: str, links: int, trial_s: float = 0.5) -> Forwa
         delivered_pps=[round(t.received / trial_s) for t in ordered],
         breaking_pps=round(ndr),
     )
+
+
+def engine_release(priority: int, pps: float = 5_000.0, seconds: float = 1.5) -> EngineRelease:
+    """How late the engine releases ``pps`` 64-byte frames on a 10 ms link when it
+    runs at real-time ``priority`` (0: the normal policy), from its own lateness
+    histogram."""
+    spec = _pair(LinkParams(delay=0.010), "engine")
+    args = ["--realtime-priority", str(priority)]
+    with Network(spec, command=COMMAND, engine_args=args) as net:
+        net["h1"].pexec(["ping", "-n", "-q", "-c", "1", "-W", "1", "10.253.0.2"], timeout=10)
+        udp(net, "h1", "h2", pps, duration=seconds, monitor=False)
+        late = net.links[0].stats()["ab"]["lateness"]
+    return EngineRelease(
+        realtime_priority=priority,
+        packets=int(late.get("count", 0)),
+        p50_ns=int(late.get("p50_ns", 0)),
+        p999_ns=int(late.get("p999_ns", 0)),
+        max_ns=int(late.get("max_ns", 0)),
+    )
+
+
+def choose_realtime(runs: list[EngineRelease], priority: int) -> int:
+    """``priority`` when its runs' median p99.9 lateness is at most 80 % of the
+    normal policy's, else 0: real-time only where it measurably helps."""
+
+    def median(p: int) -> float | None:
+        xs = sorted(r.p999_ns for r in runs if r.realtime_priority == p)
+        return float(xs[len(xs) // 2]) if xs else None
+
+    rt, plain = median(priority), median(0)
+    if rt is None or plain is None:
+        return priority
+    return priority if rt <= 0.8 * plain else 0

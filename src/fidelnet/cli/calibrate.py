@@ -70,6 +70,12 @@ def calibrate(quick: bool, out: Path | None, save: bool) -> None:
             f"cpu shares {s.processes} x {s.share_pct:.1f} %: largest error "
             f"{s.max_error_pct:.1f} points per second"
         )
+    for e in p.engine_release:
+        click.echo(
+            f"engine at real-time priority {e.realtime_priority:2}: lateness p99.9 "
+            f"{e.p999_ns / 1000:.0f} µs, max {e.max_ns / 1000:.0f} µs"
+        )
+    click.echo(f"engine real-time priority chosen: {p.engine_realtime_priority} (0: off)")
     click.echo(f"steal at rest {p.steal_at_rest_pct:.2f} %; took {p.seconds:.0f} s")
     if save:
         click.echo(f"profile: {prof.save(p)}")

@@ -216,7 +216,10 @@ class Monitor:
         if net is not None:
             engine = getattr(net, "engine", None)
             if engine is not None:
-                sched = f"engine scheduling: {getattr(engine, 'scheduling', '') or 'unknown'}"
+                sched = (
+                    f"engine scheduling: {getattr(engine, 'scheduling', '') or 'unknown'}"
+                    f" ({getattr(engine, 'scheduling_reason', '') or 'unknown'})"
+                )
                 if sched not in self.notes:
                     self.notes.append(sched)
                 try:

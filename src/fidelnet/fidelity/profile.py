@@ -27,6 +27,7 @@ from fidelnet.fidelity.machine import Machine, machine
 __all__ = [
     "PROFILE_SCHEMA",
     "CpuShare",
+    "EngineRelease",
     "Forwarding",
     "Profile",
     "RateAccuracy",
@@ -110,6 +111,17 @@ class RttUnderLoad(_Model):
     max_ns: int
 
 
+class EngineRelease(_Model):
+    """How late the link engine released packets on a 10 ms link (one run), at a
+    real-time priority (0: the normal policy): the setting calibration compares."""
+
+    realtime_priority: int
+    packets: int
+    p50_ns: int
+    p999_ns: int
+    max_ns: int
+
+
 class Profile(_Model):
     """A machine profile (see the module doc)."""
 
@@ -131,6 +143,10 @@ class Profile(_Model):
     floor_p50_ns: int | None = None
     floor_p999_ns: int | None = None
     floor_max_send_pps: float | None = None
+    engine_release: list[EngineRelease] = Field(default_factory=list)
+    engine_realtime_priority: int | None = None
+    """The engine's real-time priority calibration chose for this machine (0: off),
+    used by every later run; None: not measured, the built-in default applies."""
     notes: list[str] = Field(default_factory=list)
 
     def timer_p99_ns(self, load: str = "idle") -> int | None:

@@ -45,6 +45,18 @@ _REPLY_TIMEOUT = 30.0
 _STOP_TIMEOUT = 5.0
 _STOP_PER_LINK = 0.05  # the kernel takes about 15 ms to destroy each TAP device
 
+
+def default_realtime_priority() -> tuple[int, str]:
+    """The real-time priority to ask for, and why: the one ``fidelnet calibrate``
+    chose for this machine when its profile has one, else :data:`REALTIME_PRIORITY`."""
+    from fidelnet.fidelity import profile  # the profile model only: no cycle
+
+    found, _why = profile.load()
+    if found is not None and found.engine_realtime_priority is not None:
+        return found.engine_realtime_priority, f"calibrated, profile {found.key}"
+    return REALTIME_PRIORITY, "default"
+
+
 REALTIME_PRIORITY = 10
 """SCHED_FIFO priority asked for linkd's event loop by default. Real-time, so a
 departure's timer wakes it ahead of ordinary processes (on this kind of machine it cut
@@ -89,14 +101,21 @@ class LinkEngine:
         cgroups: list[str] | None = None,
         extra_args: list[str] | None = None,
         state_dir: str = STATE_DIR,
-        realtime_priority: int = REALTIME_PRIORITY,
+        realtime_priority: int | None = None,
     ) -> None:
         self.run_id = run_id
         self.netns = netns
         self._record = record
         self._cgroups = cgroups or []
         self._extra = extra_args or []
+        if realtime_priority is None:
+            realtime_priority, why = default_realtime_priority()
+        else:
+            why = "asked"
         self._realtime = realtime_priority
+        self.scheduling_reason = why
+        """Where the priority asked came from: ``default``, ``calibrated, profile
+        <key>``, ``asked``, or the caller's own ``--realtime-priority``."""
         self.scheduling = ""
         """The scheduling linkd actually runs with, read from the kernel after it
         started: ``"SCHED_FIFO 10"``, or ``"SCHED_OTHER (asked SCHED_FIFO 10:
@@ -128,6 +147,7 @@ class LinkEngine:
         asked = self._realtime
         if any(a.startswith("--realtime-priority") for a in self._extra):
             asked = -1  # the caller's own choice, already in argv
+            self.scheduling_reason = "engine arguments"
         elif asked > 0:
             argv += ["--realtime-priority", str(asked)]
         if self.netns is not None or self._cgroups:
