@@ -150,3 +150,28 @@ def test_real_time_is_chosen_only_where_it_helps() -> None:
     same = [run(0, 300), run(10, 280), run(0, 320), run(10, 290), run(0, 310), run(10, 300)]
     assert steps.choose_realtime(same, 10) == 0
     assert steps.choose_realtime([run(10, 300)], 10) == 10  # nothing to compare
+
+
+def test_spin_is_chosen_only_where_it_helps() -> None:
+    from fidelnet.fidelity.profile import EngineRelease
+
+    def run(spin: int, p50_us: int, p999_us: int, prio: int = 10) -> EngineRelease:
+        return EngineRelease(
+            realtime_priority=prio, spin_us=spin, packets=7500, p50_ns=p50_us * 1000,
+            p999_ns=p999_us * 1000, max_ns=p999_us * 2000,
+        )  # fmt: skip
+
+    # Spinning cut p50 from ~20 µs to ~0 and the tail is no worse: chosen.
+    helps = [run(0, 20, 250), run(80, 0, 150), run(0, 22, 300), run(80, 1, 200)]
+    assert steps.choose_spin(helps, 10, 80) == 80
+    # p50 barely moved: not worth a core's share.
+    small = [run(0, 20, 250), run(80, 15, 240), run(0, 21, 260), run(80, 14, 250)]
+    assert steps.choose_spin(small, 10, 80) == 0
+    # p50 fell but the tail grew by more than a quarter: not chosen.
+    tail = [run(0, 20, 200), run(80, 0, 400), run(0, 20, 220), run(80, 1, 380)]
+    assert steps.choose_spin(tail, 10, 80) == 0
+    # Runs at another priority do not count; nothing to compare keeps the spin.
+    assert steps.choose_spin([run(0, 20, 250, prio=0), run(80, 0, 150)], 10, 80) == 80
+    # Real-time is judged on the runs without spin only.
+    mixed = [run(0, 30, 900, prio=0), run(0, 30, 200), run(80, 0, 100, prio=0)]
+    assert steps.choose_realtime(mixed, 10) == 10

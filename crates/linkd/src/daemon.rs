@@ -14,23 +14,23 @@
 //! 3. hands every departure that is due to its egress endpoint, recording
 //!    how late it was (see [`Daemon::poll_departures`]).
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Read, Write};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
-use link_core::{Direction, DirectionParams};
+use link_core::Direction;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::signalfd::SignalFd;
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use serde_json::{json, Map, Value};
 
 use crate::endpoint::{Endpoint, Opener};
 use crate::log;
-use crate::protocol::{self, AddLink, Request, SetLink};
+use crate::timing::{Plan, Timing};
 
 /// Size of the reusable receive buffer: 64 KiB plus room for an Ethernet
 /// header, so that even a frame of the largest MTU (65535) fits.
@@ -41,31 +41,31 @@ pub const MAX_LINE: usize = 16 << 20;
 
 /// Unsent replies a connection may accumulate before it is dropped (a
 /// client that never reads).
-const MAX_OUTBUF: usize = 64 << 20;
+pub(crate) const MAX_OUTBUF: usize = 64 << 20;
 
 /// Bytes read from one control connection per wakeup, for fairness.
-const CONN_READ_BUDGET: usize = 1 << 20;
+pub(crate) const CONN_READ_BUDGET: usize = 1 << 20;
 
 /// Names of the directions, indexed like [`Link::dirs`].
-const DIR_NAMES: [&str; 2] = ["ab", "ba"];
+pub(crate) const DIR_NAMES: [&str; 2] = ["ab", "ba"];
 /// Names of the endpoints, indexed like [`Link::ends`].
-const SIDE_NAMES: [&str; 2] = ["a", "b"];
+pub(crate) const SIDE_NAMES: [&str; 2] = ["a", "b"];
 
 // Epoll tokens: the low two bits say what the descriptor is, the rest is an
 // identifier. Link and connection identifiers are never reused, so a stale
 // event for something closed earlier in the same wakeup finds nothing.
-const KIND_FIXED: u64 = 0;
-const KIND_CONN: u64 = 1;
-const KIND_TAP_A: u64 = 2;
-const TOKEN_LISTENER: u64 = KIND_FIXED;
-const TOKEN_TIMER: u64 = (1 << 2) | KIND_FIXED;
-const TOKEN_SIGNAL: u64 = (2 << 2) | KIND_FIXED;
+pub(crate) const KIND_FIXED: u64 = 0;
+pub(crate) const KIND_CONN: u64 = 1;
+pub(crate) const KIND_TAP_A: u64 = 2;
+pub(crate) const TOKEN_LISTENER: u64 = KIND_FIXED;
+pub(crate) const TOKEN_TIMER: u64 = (1 << 2) | KIND_FIXED;
+pub(crate) const TOKEN_SIGNAL: u64 = (2 << 2) | KIND_FIXED;
 
-fn conn_token(id: u64) -> u64 {
+pub(crate) fn conn_token(id: u64) -> u64 {
     (id << 2) | KIND_CONN
 }
 
-fn tap_token(link: u64, side: usize) -> u64 {
+pub(crate) fn tap_token(link: u64, side: usize) -> u64 {
     (link << 2) | (KIND_TAP_A + side as u64)
 }
 
@@ -82,8 +82,11 @@ pub fn now_ns() -> u64 {
 pub struct Config {
     /// Frames read from one endpoint per wakeup.
     pub batch: usize,
-    /// Busy-wait when the next deadline is at most this far away.
+    /// The longest spin before a deadline (the timer is armed at most this
+    /// far ahead of it); 0: never spin.
     pub spin_ns: u64,
+    /// Share of each 10 ms window spinning may take, percent.
+    pub spin_budget_pct: u8,
     /// Queue limit (packets) for directions that set no queue limit;
     /// `None` leaves such queues unlimited.
     pub default_queue_packets: Option<u32>,
@@ -94,66 +97,90 @@ impl Default for Config {
         Self {
             batch: 64,
             spin_ns: 0,
+            spin_budget_pct: 20,
             default_queue_packets: Some(1000),
         }
     }
 }
 
 /// One direction of a link with the daemon's own counters.
-struct DirState {
-    dir: Direction,
+pub(crate) struct DirState {
+    pub(crate) dir: Direction,
     /// Departures the egress endpoint refused (EIO while it is down,
     /// ENOBUFS, EAGAIN, ...). The frame is lost.
-    write_errors: u64,
+    pub(crate) write_errors: u64,
     /// Failed reads from the ingress endpoint.
-    read_errors: u64,
+    pub(crate) read_errors: u64,
+    /// The deadline entered in the heap for this direction, if any.
+    pub(crate) scheduled: Option<u64>,
+}
+
+impl DirState {
+    pub(crate) fn new(dir: Direction) -> Self {
+        Self {
+            dir,
+            write_errors: 0,
+            read_errors: 0,
+            scheduled: None,
+        }
+    }
 }
 
 /// An engine link: two endpoints and the two directions between them.
 /// Direction `ab` (index 0) reads from `a` and writes to `b`; `ba` the
 /// reverse, so direction `i` enters at `ends[i]` and leaves at
 /// `ends[1 - i]`.
-struct Link<E> {
-    name: String,
-    ends: [E; 2],
-    dirs: [DirState; 2],
+pub(crate) struct Link<E> {
+    pub(crate) name: String,
+    pub(crate) ends: [E; 2],
+    pub(crate) dirs: [DirState; 2],
     /// An endpoint whose read failed for good (e.g. its device was
     /// destroyed under it) is taken out of the epoll set.
-    gone: [bool; 2],
+    pub(crate) gone: [bool; 2],
 }
 
 /// A control connection.
-struct Conn {
-    stream: UnixStream,
-    inbuf: Vec<u8>,
-    outbuf: Vec<u8>,
+pub(crate) struct Conn {
+    pub(crate) stream: UnixStream,
+    pub(crate) inbuf: Vec<u8>,
+    pub(crate) outbuf: Vec<u8>,
     /// The client will send nothing more; close once `outbuf` is sent.
-    eof: bool,
-    interest: EpollFlags,
+    pub(crate) eof: bool,
+    pub(crate) interest: EpollFlags,
 }
 
 /// The daemon: every link, every control connection and the event loop.
 pub struct Daemon<O: Opener> {
-    opener: O,
-    config: Config,
-    epoll: Epoll,
-    timer: TimerFd,
+    pub(crate) opener: O,
+    pub(crate) config: Config,
+    pub(crate) epoll: Epoll,
+    pub(crate) timer: TimerFd,
     /// Absolute expiry the timer is armed at, if armed.
-    timer_armed: Option<u64>,
-    listener: Option<UnixListener>,
-    signals: Option<SignalFd>,
-    conns: HashMap<u64, Conn>,
-    next_conn: u64,
-    links: HashMap<u64, Link<O::Endpoint>>,
-    names: BTreeMap<String, u64>,
-    next_link: u64,
-    buf: Box<[u8]>,
-    events: Vec<EpollEvent>,
+    pub(crate) timer_armed: Option<u64>,
+    pub(crate) listener: Option<UnixListener>,
+    pub(crate) signals: Option<SignalFd>,
+    pub(crate) conns: HashMap<u64, Conn>,
+    pub(crate) next_conn: u64,
+    pub(crate) links: HashMap<u64, Link<O::Endpoint>>,
+    pub(crate) names: BTreeMap<String, u64>,
+    pub(crate) next_link: u64,
+    pub(crate) buf: Box<[u8]>,
+    pub(crate) events: Vec<EpollEvent>,
     /// Why the daemon is stopping, once it is.
-    shutdown: Option<String>,
+    pub(crate) shutdown: Option<String>,
+    /// Every direction's next deadline (with stale entries, skipped when
+    /// they surface): `(deadline, link, direction)`.
+    pub(crate) deadlines: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    /// The release policy and the loop's measurements.
+    pub(crate) timing: Timing,
+    /// The timer fired during the current turn's wait.
+    pub(crate) timer_woke: bool,
 }
 
-fn errno_io(e: Errno) -> io::Error {
+/// Stale heap entries tolerated beyond two per direction before a rebuild.
+const HEAP_SLACK: usize = 4096;
+
+pub(crate) fn errno_io(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
@@ -173,7 +200,10 @@ impl<O: Opener> Daemon<O> {
         )
         .map_err(errno_io)?;
         epoll
-            .add(&timer, EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_TIMER))
+            .add(
+                &timer,
+                EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLET, TOKEN_TIMER),
+            )
             .map_err(errno_io)?;
         if let Some(l) = &listener {
             l.set_nonblocking(true)?;
@@ -205,6 +235,9 @@ impl<O: Opener> Daemon<O> {
             buf: vec![0; RECV_BUF].into_boxed_slice(),
             events: vec![EpollEvent::empty(); 256],
             shutdown: None,
+            deadlines: BinaryHeap::new(),
+            timing: Timing::new(now_ns(), config.spin_ns, config.spin_budget_pct),
+            timer_woke: false,
         })
     }
 
@@ -226,37 +259,40 @@ impl<O: Opener> Daemon<O> {
     /// One turn of the loop: wait (at most `max_wait`, if given, when no
     /// deadline is nearer), handle what is ready, send what is due.
     pub fn turn(&mut self, max_wait: Option<Duration>) -> io::Result<()> {
-        let timeout = self.plan_wait(max_wait)?;
+        let start = now_ns();
+        let next = self.next_deadline();
+        let plan = self.timing.plan(start, next);
+        let timeout = match plan {
+            Plan::Due | Plan::Spin => EpollTimeout::ZERO,
+            Plan::Sleep(at) => {
+                self.set_timer(Some(at))?;
+                idle_timeout(max_wait)
+            }
+            Plan::Idle => {
+                self.set_timer(None)?;
+                idle_timeout(max_wait)
+            }
+        };
+        self.timer_woke = false;
         let n = match self.epoll.wait(&mut self.events, timeout) {
             Ok(n) => n,
             Err(Errno::EINTR) => 0,
             Err(e) => return Err(errno_io(e)),
         };
+        let woke = now_ns();
         for i in 0..n {
             let ev = self.events[i];
             self.handle_event(ev.data(), ev.events());
         }
-        self.poll_departures();
-        Ok(())
-    }
-
-    /// Arm (or disarm) the timer for the next deadline and choose the epoll
-    /// timeout: zero when a deadline is due or within the spin window,
-    /// otherwise `max_wait` (infinite if `None`).
-    fn plan_wait(&mut self, max_wait: Option<Duration>) -> io::Result<EpollTimeout> {
-        let idle = match max_wait {
-            None => EpollTimeout::NONE,
-            Some(d) => EpollTimeout::try_from(d).unwrap_or(EpollTimeout::MAX),
-        };
-        let Some(deadline) = self.next_deadline() else {
-            self.set_timer(None)?;
-            return Ok(idle);
-        };
-        if deadline <= now_ns().saturating_add(self.config.spin_ns) {
-            return Ok(EpollTimeout::ZERO);
+        if let (true, Plan::Sleep(at)) = (self.timer_woke, plan) {
+            self.timing.timer_woke(at, woke);
         }
-        self.set_timer(Some(deadline - self.config.spin_ns))?;
-        Ok(idle)
+        self.poll_departures();
+        let end = now_ns();
+        let spun = plan == Plan::Spin;
+        let waited = if spun { 0 } else { woke - start };
+        self.timing.turn(start, end, spun, waited);
+        Ok(())
     }
 
     fn set_timer(&mut self, at: Option<u64>) -> io::Result<()> {
@@ -276,12 +312,41 @@ impl<O: Opener> Daemon<O> {
         Ok(())
     }
 
-    /// Earliest deadline over every direction of every link.
-    fn next_deadline(&self) -> Option<u64> {
-        self.links
-            .values()
-            .flat_map(|l| l.dirs.iter().filter_map(|d| d.dir.next_deadline()))
-            .min()
+    /// Earliest pending deadline over every direction of every link: the
+    /// top of the deadline heap once stale entries are dropped.
+    fn next_deadline(&mut self) -> Option<u64> {
+        while let Some(&Reverse((d, id, i))) = self.deadlines.peek() {
+            match self.links.get(&id) {
+                Some(link) if link.dirs[i].scheduled == Some(d) => return Some(d),
+                _ => {
+                    self.deadlines.pop();
+                }
+            }
+        }
+        None
+    }
+
+    /// Note direction `i` of link `id`'s next deadline in the heap, if it
+    /// changed.
+    pub(crate) fn schedule(&mut self, id: u64, i: usize) {
+        let Some(link) = self.links.get_mut(&id) else {
+            return;
+        };
+        schedule(&mut self.deadlines, id, i, &mut link.dirs[i]);
+        let live = 2 * self.links.len() + HEAP_SLACK;
+        if self.deadlines.len() > live {
+            // Mostly stale entries: rebuild from the directions themselves.
+            self.deadlines = self
+                .links
+                .iter()
+                .flat_map(|(&id, l)| {
+                    l.dirs
+                        .iter()
+                        .enumerate()
+                        .filter_map(move |(i, st)| st.scheduled.map(|d| Reverse((d, id, i))))
+                })
+                .collect();
+        }
     }
 
     fn handle_event(&mut self, token: u64, flags: EpollFlags) {
@@ -299,11 +364,10 @@ impl<O: Opener> Daemon<O> {
     }
 
     fn timer_fired(&mut self) {
-        // Reading clears the expiry count, so the level-triggered set stops
-        // reporting it.
-        if nix::unistd::read(&self.timer, &mut [0u8; 8]).is_ok() {
-            self.timer_armed = None;
-        }
+        // Edge-triggered: one event per expiry, and arming the timer again
+        // resets its count, so there is nothing to read.
+        self.timer_armed = None;
+        self.timer_woke = true;
     }
 
     fn read_signals(&mut self) {
@@ -326,12 +390,14 @@ impl<O: Opener> Daemon<O> {
         if link.gone[side] {
             return;
         }
+        let mut pushed = false;
         for _ in 0..self.config.batch {
             match link.ends[side].recv(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     let now = now_ns();
                     link.dirs[side].dir.push(now, self.buf[..n].to_vec());
+                    pushed = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -351,443 +417,99 @@ impl<O: Opener> Daemon<O> {
                 }
             }
         }
+        if pushed {
+            self.schedule(id, side);
+        }
     }
 
-    /// Hand every due departure to its egress endpoint.
-    ///
-    /// The clock is read before each `poll`; that reading, minus the
-    /// departure's scheduled time, is passed to `record_lateness`. Lateness
-    /// is therefore the *scheduling error* of the daemon (how long after its
-    /// deadline the frame was taken out of the model), measured just before
-    /// the write; the write's own cost is the same for every frame and shows
-    /// in throughput, not here.
+    /// Hand every due departure to its egress endpoint, in deadline order
+    /// across links (see [`release`]).
     pub fn poll_departures(&mut self) {
-        for link in self.links.values_mut() {
-            for (i, st) in link.dirs.iter_mut().enumerate() {
-                loop {
-                    let now = now_ns();
-                    match st.dir.next_deadline() {
-                        Some(d) if d <= now => {}
-                        _ => break,
-                    }
-                    let Some(dep) = st.dir.poll(now) else { break };
-                    st.dir.record_lateness(now.saturating_sub(dep.scheduled_ns));
-                    if let Err(e) = link.ends[1 - i].send(&dep.data) {
-                        st.write_errors += 1;
-                        // One line per power of two: visible, never a flood.
-                        if st.write_errors.is_power_of_two() {
-                            log!(
-                                "link {:?} {}: write to endpoint {} failed: {e} ({} write errors so far)",
-                                link.name,
-                                DIR_NAMES[i],
-                                SIDE_NAMES[1 - i],
-                                st.write_errors
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    // ---- control connections -------------------------------------------
-
-    fn accept(&mut self) {
-        let Some(listener) = &self.listener else {
-            return;
-        };
         loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = stream.set_nonblocking(true) {
-                        log!("control: cannot make a connection non-blocking: {e}");
-                        continue;
-                    }
-                    let id = self.next_conn;
-                    self.next_conn += 1;
-                    let interest = EpollFlags::EPOLLIN;
-                    if let Err(e) = self
-                        .epoll
-                        .add(&stream, EpollEvent::new(interest, conn_token(id)))
-                    {
-                        log!("control: cannot watch a connection: {e}");
-                        continue;
-                    }
-                    self.conns.insert(
-                        id,
-                        Conn {
-                            stream,
-                            inbuf: Vec::new(),
-                            outbuf: Vec::new(),
-                            eof: false,
-                            interest,
-                        },
-                    );
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and the like: leave the rest in the backlog.
-                    log!("control: accept failed: {e}");
-                    break;
-                }
-            }
-        }
-    }
-
-    fn conn_event(&mut self, id: u64, flags: EpollFlags) {
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
-        let readable = EpollFlags::EPOLLIN | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR;
-        if flags.intersects(readable) && !conn.eof {
-            let mut budget = CONN_READ_BUDGET;
-            while budget > 0 {
-                match conn.stream.read(&mut self.buf) {
-                    Ok(0) => {
-                        conn.eof = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        conn.inbuf.extend_from_slice(&self.buf[..n]);
-                        budget = budget.saturating_sub(n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        log!("control: connection read failed: {e}");
-                        self.close_conn(id);
-                        return;
-                    }
-                }
-            }
-            self.serve_lines(id);
-        }
-        self.flush_conn(id);
-    }
-
-    /// Answer every complete line in connection `id`'s input.
-    fn serve_lines(&mut self, id: u64) {
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
-        let inbuf = std::mem::take(&mut conn.inbuf);
-        let eof = conn.eof;
-        let mut out = Vec::new();
-        let mut start = 0;
-        while self.shutdown.is_none() {
-            let Some(len) = inbuf[start..].iter().position(|&b| b == b'\n') else {
+            let now = now_ns();
+            let Some(&Reverse((due, id, i))) = self.deadlines.peek() else {
                 break;
             };
-            out.extend(self.serve_line(&inbuf[start..start + len]));
-            start += len + 1;
-        }
-        let mut rest = inbuf[start..].to_vec();
-        let mut eof_now = eof;
-        if self.shutdown.is_none() {
-            if eof && !rest.is_empty() {
-                // A last request without its newline.
-                out.extend(self.serve_line(&rest));
-                rest.clear();
-            } else if rest.len() > MAX_LINE {
-                out.extend(protocol::reply(
-                    None,
-                    Err(format!(
-                        "request line longer than {MAX_LINE} bytes; closing the connection"
-                    )),
-                ));
-                rest.clear();
-                eof_now = true;
+            if due > now {
+                break;
+            }
+            self.deadlines.pop();
+            let Some(link) = self.links.get_mut(&id) else {
+                continue;
+            };
+            if link.dirs[i].scheduled != Some(due) {
+                continue; // stale: the direction was rescheduled
+            }
+            link.dirs[i].scheduled = None;
+            let sent = release(link, i);
+            schedule(&mut self.deadlines, id, i, &mut link.dirs[i]);
+            if sent == 0 && link.dirs[i].scheduled.is_some_and(|d| d <= now) {
+                // The model advanced without a departure and is due again:
+                // leave it to the next turn rather than loop here.
+                break;
             }
         }
-        if let Some(conn) = self.conns.get_mut(&id) {
-            conn.inbuf = rest;
-            conn.outbuf.extend(out);
-            conn.eof = eof_now;
-        }
-    }
-
-    /// Answer one request line; blank lines get no reply.
-    fn serve_line(&mut self, line: &[u8]) -> Vec<u8> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return Vec::new();
-        }
-        self.handle_line(line)
-    }
-
-    /// Parse and execute one request line; return the reply line.
-    pub fn handle_line(&mut self, line: &[u8]) -> Vec<u8> {
-        let parsed = protocol::parse(line);
-        let result = parsed.request.and_then(|r| self.dispatch(r));
-        protocol::reply(parsed.id, result)
-    }
-
-    /// Send what connection `id` has pending, then watch it for what it
-    /// needs next (more input, room to write) or close it.
-    fn flush_conn(&mut self, id: u64) {
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
-        let mut sent = 0;
-        while sent < conn.outbuf.len() {
-            match conn.stream.write(&conn.outbuf[sent..]) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // The client went away (EPIPE, ECONNRESET).
-                    self.close_conn(id);
-                    return;
-                }
-            }
-        }
-        conn.outbuf.drain(..sent);
-        if conn.outbuf.len() > MAX_OUTBUF {
-            log!("control: a client is not reading its replies; closing its connection");
-            self.close_conn(id);
-            return;
-        }
-        if conn.eof && conn.outbuf.is_empty() {
-            self.close_conn(id);
-            return;
-        }
-        let mut interest = EpollFlags::empty();
-        if !conn.eof {
-            interest |= EpollFlags::EPOLLIN;
-        }
-        if !conn.outbuf.is_empty() {
-            interest |= EpollFlags::EPOLLOUT;
-        }
-        if interest != conn.interest {
-            let mut ev = EpollEvent::new(interest, conn_token(id));
-            if self.epoll.modify(&conn.stream, &mut ev).is_ok() {
-                conn.interest = interest;
-            }
-        }
-    }
-
-    fn close_conn(&mut self, id: u64) {
-        if let Some(conn) = self.conns.remove(&id) {
-            let _ = self.epoll.delete(&conn.stream);
-        }
-    }
-
-    /// Close every connection (after a last attempt to send their replies)
-    /// and every link (destroying the endpoints).
-    fn close_all(&mut self) {
-        let ids: Vec<u64> = self.conns.keys().copied().collect();
-        for id in ids {
-            self.flush_conn(id);
-            self.close_conn(id);
-        }
-        let n = self.links.len();
-        for (_, link) in self.links.drain() {
-            for (side, end) in link.ends.iter().enumerate() {
-                if !link.gone[side] {
-                    let _ = self.epoll.delete(end.as_fd());
-                }
-            }
-        }
-        self.names.clear();
-        if n > 0 {
-            log!("closed {n} link(s)");
-        }
-    }
-
-    // ---- operations -------------------------------------------------------
-
-    fn dispatch(&mut self, request: Request) -> Result<Map<String, Value>, String> {
-        match request {
-            Request::Hello => Ok(fields(json!({
-                "version": env!("CARGO_PKG_VERSION"),
-                "pid": std::process::id(),
-                "endpoint": self.opener.kind(),
-            }))),
-            Request::AddLink(req) => self.add_link(req),
-            Request::SetLink(req) => self.set_link(req),
-            Request::SetState { link, up } => self.set_state(&link, up),
-            Request::RemoveLink { link } => self.remove_link(&link),
-            Request::Stats { link } => self.stats(link.as_deref()),
-            Request::Shutdown => {
-                log!("shutdown requested");
-                self.shutdown = Some("shutdown request".to_owned());
-                Ok(Map::new())
-            }
-        }
-    }
-
-    fn lookup(&self, name: &str) -> Result<u64, String> {
-        self.names
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("link: no link named {name:?}"))
-    }
-
-    /// Apply the daemon's defaults to `params` and check them; `dir`
-    /// (`"ab"` or `"ba"`) prefixes the message.
-    pub(crate) fn prepare(
-        &self,
-        mut params: DirectionParams,
-        dir: &str,
-    ) -> Result<DirectionParams, String> {
-        if params.queue_packets.is_none() && params.queue_bytes.is_none() {
-            params.queue_packets = self.config.default_queue_packets;
-        }
-        params.validate().map_err(|e| format!("{dir}.{e}"))?;
-        Ok(params)
-    }
-
-    fn add_link(&mut self, req: AddLink) -> Result<Map<String, Value>, String> {
-        if req.link.is_empty() {
-            return Err("link: the name must not be empty".to_owned());
-        }
-        if self.names.contains_key(&req.link) {
-            return Err(format!("link: a link named {:?} already exists", req.link));
-        }
-        req.a.validate("a")?;
-        req.b.validate("b")?;
-        if req.a == req.b {
-            return Err("b: the same endpoint as a".to_owned());
-        }
-        // Everything that can be checked is checked before anything is
-        // created.
-        let ab = self.prepare(req.ab, "ab")?;
-        let ba = self.prepare(req.ba, "ba")?;
-        let ab = Direction::new(ab).map_err(|e| format!("ab.{e}"))?;
-        let ba = Direction::new(ba).map_err(|e| format!("ba.{e}"))?;
-        let a = self.opener.open(&req.a, "a")?;
-        // On failure `a` is dropped here, which destroys it.
-        let b = self.opener.open(&req.b, "b")?;
-        let id = self.next_link;
-        self.next_link += 1;
-        for (side, end) in [&a, &b].into_iter().enumerate() {
-            let ev = EpollEvent::new(EpollFlags::EPOLLIN, tap_token(id, side));
-            if let Err(e) = self.epoll.add(end.as_fd(), ev) {
-                if side == 1 {
-                    let _ = self.epoll.delete(a.as_fd());
-                }
-                return Err(format!("cannot watch endpoint {}: {e}", SIDE_NAMES[side]));
-            }
-        }
-        log!(
-            "link {:?} added: a={} b={}",
-            req.link,
-            req.a.describe(),
-            req.b.describe()
-        );
-        let dir = |dir| DirState {
-            dir,
-            write_errors: 0,
-            read_errors: 0,
-        };
-        self.links.insert(
-            id,
-            Link {
-                name: req.link.clone(),
-                ends: [a, b],
-                dirs: [dir(ab), dir(ba)],
-                gone: [false; 2],
-            },
-        );
-        self.names.insert(req.link, id);
-        Ok(Map::new())
-    }
-
-    fn set_link(&mut self, req: SetLink) -> Result<Map<String, Value>, String> {
-        let id = self.lookup(&req.link)?;
-        if req.ab.is_none() && req.ba.is_none() {
-            return Err("set_link: give ab, ba or both".to_owned());
-        }
-        let new = [
-            req.ab.map(|p| self.prepare(p, "ab")).transpose()?,
-            req.ba.map(|p| self.prepare(p, "ba")).transpose()?,
-        ];
-        let link = self.links.get_mut(&id).expect("names and links agree");
-        let now = now_ns();
-        let mut applied: Vec<(usize, DirectionParams)> = Vec::new();
-        for (i, params) in new.into_iter().enumerate() {
-            let Some(params) = params else { continue };
-            let old = link.dirs[i].dir.params().clone();
-            if let Err(e) = link.dirs[i].dir.set_params(now, params) {
-                // Validated above, so not expected; undo what was applied.
-                for (j, old) in applied {
-                    let _ = link.dirs[j].dir.set_params(now, old);
-                }
-                return Err(format!("{}.{e}", DIR_NAMES[i]));
-            }
-            applied.push((i, old));
-        }
-        let which: Vec<&str> = applied.iter().map(|(i, _)| DIR_NAMES[*i]).collect();
-        log!(
-            "link {:?}: new parameters for {}",
-            req.link,
-            which.join(" and ")
-        );
-        Ok(Map::new())
-    }
-
-    fn set_state(&mut self, name: &str, up: bool) -> Result<Map<String, Value>, String> {
-        let id = self.lookup(name)?;
-        let link = self.links.get_mut(&id).expect("names and links agree");
-        let now = now_ns();
-        for st in &mut link.dirs {
-            st.dir.set_up(now, up);
-        }
-        log!("link {name:?} {}", if up { "up" } else { "down" });
-        Ok(Map::new())
-    }
-
-    fn remove_link(&mut self, name: &str) -> Result<Map<String, Value>, String> {
-        let id = self.lookup(name)?;
-        self.names.remove(name);
-        let link = self.links.remove(&id).expect("names and links agree");
-        for (side, end) in link.ends.iter().enumerate() {
-            if !link.gone[side] {
-                let _ = self.epoll.delete(end.as_fd());
-            }
-        }
-        drop(link);
-        log!("link {name:?} removed");
-        Ok(Map::new())
-    }
-
-    fn stats(&self, name: Option<&str>) -> Result<Map<String, Value>, String> {
-        let ids: Vec<u64> = match name {
-            Some(name) => vec![self.lookup(name)?],
-            None => self.names.values().copied().collect(),
-        };
-        let mut links = Map::new();
-        for id in ids {
-            let link = &self.links[&id];
-            let mut entry = Map::new();
-            entry.insert(
-                "up".to_owned(),
-                Value::Bool(link.dirs.iter().all(|d| d.dir.is_up())),
-            );
-            for (i, st) in link.dirs.iter().enumerate() {
-                let mut s = match serde_json::to_value(st.dir.stats()) {
-                    Ok(Value::Object(m)) => m,
-                    Ok(other) => fields(json!({ "model": other })),
-                    Err(e) => fields(json!({ "model_error": e.to_string() })),
-                };
-                s.insert("write_errors".to_owned(), st.write_errors.into());
-                s.insert("read_errors".to_owned(), st.read_errors.into());
-                entry.insert(DIR_NAMES[i].to_owned(), Value::Object(s));
-            }
-            links.insert(link.name.clone(), Value::Object(entry));
-        }
-        let mut out = Map::new();
-        out.insert("now_ns".to_owned(), now_ns().into());
-        out.insert("links".to_owned(), Value::Object(links));
-        Ok(out)
     }
 }
 
-/// The map inside a `json!({...})` object.
-fn fields(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+/// Enter direction `i`'s next deadline in `heap` if it changed.
+fn schedule(
+    heap: &mut BinaryHeap<Reverse<(u64, u64, usize)>>,
+    id: u64,
+    i: usize,
+    st: &mut DirState,
+) {
+    let next = st.dir.next_deadline();
+    if next != st.scheduled {
+        st.scheduled = next;
+        if let Some(d) = next {
+            heap.push(Reverse((d, id, i)));
+        }
+    }
+}
+
+/// Send every departure of direction `i` of `link` that is due; return how
+/// many left.
+///
+/// The clock is read before each `poll`; that reading, minus the
+/// departure's scheduled time, is passed to `record_lateness`. Lateness is
+/// therefore the *scheduling error* of the daemon (how long after its
+/// deadline the frame was taken out of the model), measured just before the
+/// write; the write's own cost is the same for every frame and shows in
+/// throughput, not here.
+fn release<E: Endpoint>(link: &mut Link<E>, i: usize) -> usize {
+    let mut sent = 0;
+    let st = &mut link.dirs[i];
+    loop {
+        let now = now_ns();
+        match st.dir.next_deadline() {
+            Some(d) if d <= now => {}
+            _ => break,
+        }
+        let Some(dep) = st.dir.poll(now) else { break };
+        sent += 1;
+        st.dir.record_lateness(now.saturating_sub(dep.scheduled_ns));
+        if let Err(e) = link.ends[1 - i].send(&dep.data) {
+            st.write_errors += 1;
+            // One line per power of two: visible, never a flood.
+            if st.write_errors.is_power_of_two() {
+                log!(
+                    "link {:?} {}: write to endpoint {} failed: {e} ({} write errors so far)",
+                    link.name,
+                    DIR_NAMES[i],
+                    SIDE_NAMES[1 - i],
+                    st.write_errors
+                );
+            }
+        }
+    }
+    sent
+}
+
+/// The epoll timeout when nothing is due: `max_wait`, or for ever.
+fn idle_timeout(max_wait: Option<Duration>) -> EpollTimeout {
+    match max_wait {
+        None => EpollTimeout::NONE,
+        Some(d) => EpollTimeout::try_from(d).unwrap_or(EpollTimeout::MAX),
     }
 }

@@ -6,10 +6,13 @@
 //! leaves. It is driven over a unix control socket, one JSON object per
 //! line. See `docs/linkd.md` for the protocol and the design.
 
+mod control;
 mod daemon;
 mod endpoint;
+mod ops;
 mod protocol;
 mod socket;
+mod timing;
 
 use std::fmt;
 use std::io::Write;
@@ -66,12 +69,20 @@ struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     batch: u32,
 
-    /// Busy-wait instead of sleeping when the next departure is at most this
-    /// many microseconds away (0: always sleep on the timer). Trades CPU for
-    /// lower timer wakeup latency.
+    /// Spin (poll without sleeping) for at most this many microseconds
+    /// before each departure: the timer is armed ahead of the deadline by the
+    /// measured timer wake latency, capped here (0: always sleep on the
+    /// timer). Trades CPU for punctual departures.
     #[arg(long, value_name = "US", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     spin_us: u64,
+
+    /// The share of every 10 ms that spinning may take, in percent; past it
+    /// the loop sleeps on the timer until the window ends, so that the engine
+    /// never holds its core.
+    #[arg(long, value_name = "PCT", default_value_t = 20,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    spin_budget: u8,
 
     /// Run the event loop at this real-time priority (SCHED_FIFO, 1-99), so
     /// that a departure's timer wakes it ahead of ordinary processes; 0 keeps
@@ -145,6 +156,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     let config = Config {
         batch: cli.batch as usize,
         spin_ns: cli.spin_us * 1000,
+        spin_budget_pct: cli.spin_budget,
         default_queue_packets: (cli.default_queue_packets > 0).then_some(cli.default_queue_packets),
     };
     let (listener, mut socket_file) = socket::bind(&cli.control)?;
@@ -152,11 +164,12 @@ fn run(cli: &Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot set up the event loop: {e}"))?;
     socket_file.publish()?;
     log!(
-        "ready: pid {}, control socket {}, batch {}, spin {} us",
+        "ready: pid {}, control socket {}, batch {}, spin {} us (budget {} %)",
         std::process::id(),
         cli.control.display(),
         cli.batch,
-        cli.spin_us
+        cli.spin_us,
+        cli.spin_budget
     );
     let result = daemon.run().map_err(|e| format!("event loop failed: {e}"));
     let reason = daemon.shutdown_reason().unwrap_or("error").to_owned();

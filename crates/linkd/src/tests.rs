@@ -450,3 +450,86 @@ fn spinning_still_serves_and_forwards() {
     let r = ok(&mut d, json!({"op":"stats","link":"l"}));
     assert_eq!(r["links"]["l"]["ab"]["lateness"]["count"], 3);
 }
+
+#[test]
+fn departures_leave_in_deadline_order_across_links() {
+    let (mut d, opener) = daemon();
+    ok(
+        &mut d,
+        add(
+            "slow",
+            "a0",
+            "b0",
+            json!({"delay_ns": 6_000_000}),
+            json!({}),
+        ),
+    );
+    ok(
+        &mut d,
+        add(
+            "fast",
+            "a1",
+            "b1",
+            json!({"delay_ns": 1_000_000}),
+            json!({}),
+        ),
+    );
+    let (a0, b0) = (opener.peer("a0"), opener.peer("b0"));
+    let (a1, b1) = (opener.peer("a1"), opener.peer("b1"));
+    b0.set_nonblocking(true).unwrap();
+    b1.set_nonblocking(true).unwrap();
+    a0.send(b"slow").unwrap();
+    a1.send(b"fast").unwrap();
+    let start = Instant::now();
+    let mut order = Vec::new();
+    let mut buf = [0u8; 16];
+    while order.len() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(2), "got {order:?}");
+        d.turn(Some(Duration::from_millis(5))).unwrap();
+        for peer in [&b0, &b1] {
+            if let Ok(n) = peer.recv(&mut buf) {
+                order.push(buf[..n].to_vec());
+            }
+        }
+    }
+    assert_eq!(order, [b"fast".to_vec(), b"slow".to_vec()]);
+    // Removing a link with a pending departure leaves a stale heap entry,
+    // which is skipped.
+    a0.send(b"gone").unwrap();
+    d.turn(Some(Duration::from_millis(1))).unwrap();
+    ok(&mut d, json!({"op":"remove_link","link":"slow"}));
+    a1.send(b"next").unwrap();
+    assert_eq!(recv_through(&mut d, &b1, Duration::from_secs(2)), b"next");
+}
+
+#[test]
+fn engine_timing_is_reported() {
+    let opener = FakeOpener::default();
+    let config = Config {
+        spin_ns: 200_000,
+        spin_budget_pct: 50,
+        ..Config::default()
+    };
+    let mut d = Daemon::new(opener.clone(), config, None, None).unwrap();
+    ok(
+        &mut d,
+        add("l", "a0", "b0", json!({"delay_ns": 2_000_000}), json!({})),
+    );
+    let (a, b) = (opener.peer("a0"), opener.peer("b0"));
+    for i in 0..20u8 {
+        a.send(&[i]).unwrap();
+        assert_eq!(recv_through(&mut d, &b, Duration::from_secs(2)), [i]);
+    }
+    let r = ok(&mut d, json!({"op":"stats"}));
+    let e = &r["engine"];
+    assert!(e["turns"].as_u64().unwrap() > 20, "{e}");
+    assert!(e["timer_wakeups"].as_u64().unwrap() >= 1, "{e}");
+    assert!(e["spin_ns"].as_u64().unwrap() > 0, "{e}");
+    assert_eq!(e["max_lead_ns"], 200_000);
+    assert_eq!(e["spin_budget_pct"], 50);
+    let lead = e["lead_ns"].as_u64().unwrap();
+    assert!(lead > 0 && lead <= 200_000, "{e}");
+    // Spinning never lets a departure go early, and the lead keeps it near
+    // its deadline.
+    assert_eq!(r["links"]["l"]["ab"]["lateness"]["count"], 20);
+}

@@ -166,17 +166,19 @@ def calibrate(
             fwd.append(steps.parallel_forwarding(backend, links, plan.trial_s))
     done()
 
-    from fidelnet.links.engine import REALTIME_PRIORITY
+    from fidelnet.links.engine import REALTIME_PRIORITY, SPIN_US
 
     done = step(
-        f"engine release at real-time priority 0 and {REALTIME_PRIORITY}, "
-        f"{plan.engine_runs} run(s) each"
+        f"engine release at real-time priority 0 and {REALTIME_PRIORITY}, and with a "
+        f"{SPIN_US} µs spin, {plan.engine_runs} run(s) each"
     )
     release = []
+    settings = ((0, 0), (REALTIME_PRIORITY, 0), (REALTIME_PRIORITY, SPIN_US))
     for _ in range(plan.engine_runs):
-        for prio in (0, REALTIME_PRIORITY):  # alternated, so drift hits both alike
-            release.append(steps.engine_release(prio))
+        for prio, spin in settings:  # alternated, so drift hits every setting alike
+            release.append(steps.engine_release(prio, spin))
     chosen = steps.choose_realtime(release, REALTIME_PRIORITY)
+    chosen_spin = steps.choose_spin(release, chosen, SPIN_US)
     done()
 
     floor_p50 = floor_p999 = None
@@ -209,6 +211,7 @@ def calibrate(
         floor_max_send_pps=floor_send,
         engine_release=release,
         engine_realtime_priority=chosen,
+        engine_spin_us=chosen_spin,
         notes=[
             f"{os.cpu_count()} cores; steps: " + ", ".join(f"{k} {v} s" for k, v in spent.items())
         ],

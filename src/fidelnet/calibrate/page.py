@@ -206,14 +206,23 @@ def write_page(cal: Calibration, out: Path) -> Path:
             ["load", "samples", "p50 µs", "p99 µs", "max µs"],
             [[t.load, t.count, _us(t.p50_ns), _us(t.p99_ns), _us(t.max_ns)] for t in p.rtt],
         ),
-        "</section><section id='engine'><h2>Engine release: real-time or not</h2>",
+        "</section><section id='engine'><h2>Engine release: real-time, spin</h2>",
         f"<p>Chosen for this machine: real-time priority {p.engine_realtime_priority} "
-        "(0: the normal policy). Real-time is kept only where it cut the median p99.9 "
-        "lateness by a fifth or more.</p>",
+        f"(0: the normal policy), spin {p.engine_spin_us} µs before each departure "
+        "(0: none). Real-time is kept only where it cut the median p99.9 lateness by a "
+        "fifth or more; the spin only where it halved the median p50 without raising "
+        "the p99.9 by more than a quarter.</p>",
         _table(
-            ["real-time priority", "packets", "p50 µs", "p99.9 µs", "max µs"],
+            ["real-time priority", "spin µs", "packets", "p50 µs", "p99.9 µs", "max µs"],
             [
-                [r.realtime_priority, r.packets, _us(r.p50_ns), _us(r.p999_ns), _us(r.max_ns)]
+                [
+                    r.realtime_priority,
+                    r.spin_us,
+                    r.packets,
+                    _us(r.p50_ns),
+                    _us(r.p999_ns),
+                    _us(r.max_ns),
+                ]
                 for r in p.engine_release
             ],
         ),

@@ -33,6 +33,7 @@ __all__ = [
     "RATE_FRAME",
     "ShareSamples",
     "choose_realtime",
+    "choose_spin",
     "cpu_shares",
     "engine_release",
     "forwarding",
@@ -282,18 +283,24 @@ def parallel_forwarding(backend: str, links: int, trial_s: float = 0.5) -> Forwa
     )
 
 
-def engine_release(priority: int, pps: float = 5_000.0, seconds: float = 1.5) -> EngineRelease:
+def engine_release(
+    priority: int, spin_us: int = 0, pps: float = 5_000.0, seconds: float = 1.5
+) -> EngineRelease:
     """How late the engine releases ``pps`` 64-byte frames on a 10 ms link when it
-    runs at real-time ``priority`` (0: the normal policy), from its own lateness
-    histogram."""
+    runs at real-time ``priority`` (0: the normal policy) and spins up to ``spin_us``
+    before each departure, from its own lateness histogram."""
+    from fidelnet.links.engine import SPIN_BUDGET_PCT
+
     spec = _pair(LinkParams(delay=0.010), "engine")
-    args = ["--realtime-priority", str(priority)]
+    args = ["--realtime-priority", str(priority), "--spin-us", str(spin_us)]
+    args += ["--spin-budget", str(SPIN_BUDGET_PCT)]
     with Network(spec, command=COMMAND, engine_args=args) as net:
         net["h1"].pexec(["ping", "-n", "-q", "-c", "1", "-W", "1", "10.253.0.2"], timeout=10)
         udp(net, "h1", "h2", pps, duration=seconds, monitor=False)
         late = net.links[0].stats()["ab"]["lateness"]
     return EngineRelease(
         realtime_priority=priority,
+        spin_us=spin_us,
         packets=int(late.get("count", 0)),
         p50_ns=int(late.get("p50_ns", 0)),
         p999_ns=int(late.get("p999_ns", 0)),
@@ -301,15 +308,33 @@ def engine_release(priority: int, pps: float = 5_000.0, seconds: float = 1.5) ->
     )
 
 
+def _median(runs: list[EngineRelease], priority: int, spin: int, q: str) -> float | None:
+    xs = sorted(
+        getattr(r, q) for r in runs if r.realtime_priority == priority and r.spin_us == spin
+    )
+    return float(xs[len(xs) // 2]) if xs else None
+
+
+def choose_spin(runs: list[EngineRelease], priority: int, spin_us: int) -> int:
+    """``spin_us`` when, at ``priority``, spinning at least halved the median p50
+    lateness without raising the median p99.9 by more than a quarter; else 0."""
+    with_p50 = _median(runs, priority, spin_us, "p50_ns")
+    without_p50 = _median(runs, priority, 0, "p50_ns")
+    with_tail = _median(runs, priority, spin_us, "p999_ns")
+    without_tail = _median(runs, priority, 0, "p999_ns")
+    if None in (with_p50, without_p50, with_tail, without_tail):
+        return spin_us
+    assert with_p50 is not None and without_p50 is not None
+    assert with_tail is not None and without_tail is not None
+    helps = with_p50 <= 0.5 * without_p50 and with_tail <= 1.25 * without_tail
+    return spin_us if helps else 0
+
+
 def choose_realtime(runs: list[EngineRelease], priority: int) -> int:
-    """``priority`` when its runs' median p99.9 lateness is at most 80 % of the
-    normal policy's, else 0: real-time only where it measurably helps."""
+    """``priority`` when its runs' median p99.9 lateness (without spinning) is at most
+    80 % of the normal policy's, else 0: real-time only where it measurably helps."""
 
-    def median(p: int) -> float | None:
-        xs = sorted(r.p999_ns for r in runs if r.realtime_priority == p)
-        return float(xs[len(xs) // 2]) if xs else None
-
-    rt, plain = median(priority), median(0)
+    rt, plain = _median(runs, priority, 0, "p999_ns"), _median(runs, 0, 0, "p999_ns")
     if rt is None or plain is None:
         return priority
     return priority if rt <= 0.8 * plain else 0

@@ -72,10 +72,14 @@ def calibrate(quick: bool, out: Path | None, save: bool) -> None:
         )
     for e in p.engine_release:
         click.echo(
-            f"engine at real-time priority {e.realtime_priority:2}: lateness p99.9 "
+            f"engine at real-time priority {e.realtime_priority:2}, spin {e.spin_us:3} µs: "
+            f"lateness p50 {e.p50_ns / 1000:.0f} µs, p99.9 "
             f"{e.p999_ns / 1000:.0f} µs, max {e.max_ns / 1000:.0f} µs"
         )
-    click.echo(f"engine real-time priority chosen: {p.engine_realtime_priority} (0: off)")
+    click.echo(
+        f"engine real-time priority chosen: {p.engine_realtime_priority} (0: off); "
+        f"spin: {p.engine_spin_us} µs (0: off)"
+    )
     click.echo(f"steal at rest {p.steal_at_rest_pct:.2f} %; took {p.seconds:.0f} s")
     if save:
         click.echo(f"profile: {prof.save(p)}")

@@ -222,6 +222,9 @@ class Monitor:
                 )
                 if sched not in self.notes:
                     self.notes.append(sched)
+                release = f"engine release: {getattr(engine, 'release', '') or 'unknown'}"
+                if release not in self.notes:
+                    self.notes.append(release)
                 try:
                     snap.engine = engine.stats()
                 except Exception as exc:

@@ -113,9 +113,12 @@ class RttUnderLoad(_Model):
 
 class EngineRelease(_Model):
     """How late the link engine released packets on a 10 ms link (one run), at a
-    real-time priority (0: the normal policy): the setting calibration compares."""
+    real-time priority (0: the normal policy) and a spin before each departure: the
+    settings calibration compares."""
 
     realtime_priority: int
+    spin_us: int = 0
+    """The longest spin before a departure (linkd ``--spin-us``), 0: none."""
     packets: int
     p50_ns: int
     p999_ns: int
@@ -147,6 +150,9 @@ class Profile(_Model):
     engine_realtime_priority: int | None = None
     """The engine's real-time priority calibration chose for this machine (0: off),
     used by every later run; None: not measured, the built-in default applies."""
+    engine_spin_us: int | None = None
+    """The engine's spin before each departure calibration chose (0: off); None: not
+    measured, the built-in default applies."""
     notes: list[str] = Field(default_factory=list)
 
     def timer_p99_ns(self, load: str = "idle") -> int | None:

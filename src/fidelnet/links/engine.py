@@ -57,6 +57,28 @@ def default_realtime_priority() -> tuple[int, str]:
     return REALTIME_PRIORITY, "default"
 
 
+def default_spin() -> tuple[int, str]:
+    """The longest spin before a departure to ask for, µs, and why: what ``fidelnet
+    calibrate`` chose for this machine when its profile says, else :data:`SPIN_US`."""
+    from fidelnet.fidelity import profile
+
+    found, _why = profile.load()
+    if found is not None and found.engine_spin_us is not None:
+        return found.engine_spin_us, f"calibrated, profile {found.key}"
+    return SPIN_US, "default"
+
+
+SPIN_US = 80
+"""The longest spin linkd does before a departure, µs (``--spin-us``): it arms its
+timer ahead of each deadline by the timer's measured wake latency (capped here) and
+polls the rest of the way, so a departure leaves on time instead of a timer wake-up
+late (docs/linkd.md, "Release"). 0 sleeps on the timer to the deadline."""
+
+SPIN_BUDGET_PCT = 30
+"""At most this share of every 10 ms may go to spinning (``--spin-budget``); past it
+linkd sleeps to the deadline, so a busy engine never holds its core, which it shares
+with the forwarding softirqs."""
+
 REALTIME_PRIORITY = 10
 """SCHED_FIFO priority asked for linkd's event loop by default. Real-time, so a
 departure's timer wakes it ahead of ordinary processes (on this kind of machine it cut
@@ -102,6 +124,7 @@ class LinkEngine:
         extra_args: list[str] | None = None,
         state_dir: str = STATE_DIR,
         realtime_priority: int | None = None,
+        spin_us: int | None = None,
     ) -> None:
         self.run_id = run_id
         self.netns = netns
@@ -113,6 +136,14 @@ class LinkEngine:
         else:
             why = "asked"
         self._realtime = realtime_priority
+        if spin_us is None:
+            spin_us, spin_why = default_spin()
+        else:
+            spin_why = "asked"
+        self._spin = spin_us
+        self.release = _describe_release(spin_us, spin_why)
+        """How linkd releases departures: its spin before each deadline, and why;
+        recorded in every monitor record."""
         self.scheduling_reason = why
         """Where the priority asked came from: ``default``, ``calibrated, profile
         <key>``, ``asked``, or the caller's own ``--realtime-priority``."""
@@ -150,6 +181,10 @@ class LinkEngine:
             self.scheduling_reason = "engine arguments"
         elif asked > 0:
             argv += ["--realtime-priority", str(asked)]
+        if any(a.startswith("--spin") for a in self._extra):
+            self.release = "as in the engine arguments: " + " ".join(self._extra)
+        else:
+            argv += ["--spin-us", str(self._spin), "--spin-budget", str(SPIN_BUDGET_PCT)]
         if self.netns is not None or self._cgroups:
             argv = launcher.exec_argv(argv, netns=self.netns, cgroups=self._cgroups)
         with open(self.log_path, "wb") as logf:
@@ -339,6 +374,21 @@ class LinkEngine:
         reply = self.request("stats", **({"link": name} if name else {}))
         links: dict[str, Any] = reply.get("links", {})
         return links
+
+    def loop_stats(self) -> dict[str, Any]:
+        """The event loop's own figures: turns, busy and spinning time, the timer's
+        wake latency and the spin lead in force (``"engine"`` in docs/linkd.md)."""
+        engine: dict[str, Any] = self.request("stats").get("engine", {})
+        return engine
+
+
+def _describe_release(spin_us: int, why: str) -> str:
+    if spin_us <= 0:
+        return f"timer only, no spin ({why})"
+    return (
+        f"spin up to {spin_us} µs before each departure, at most {SPIN_BUDGET_PCT} % of "
+        f"a core ({why})"
+    )
 
 
 def _describe_exit(code: int | None) -> str:

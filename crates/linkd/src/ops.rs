@@ -1,0 +1,213 @@
+//! The control protocol's operations: adding, changing, reporting and
+//! removing links.
+
+use std::os::fd::AsFd;
+
+use link_core::{Direction, DirectionParams};
+use nix::sys::epoll::{EpollEvent, EpollFlags};
+use serde_json::{json, Map, Value};
+
+use crate::daemon::now_ns;
+use crate::daemon::{tap_token, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
+use crate::endpoint::Opener;
+use crate::log;
+use crate::protocol::{AddLink, Request, SetLink};
+
+impl<O: Opener> Daemon<O> {
+    pub(crate) fn dispatch(&mut self, request: Request) -> Result<Map<String, Value>, String> {
+        match request {
+            Request::Hello => Ok(fields(json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
+                "endpoint": self.opener.kind(),
+            }))),
+            Request::AddLink(req) => self.add_link(req),
+            Request::SetLink(req) => self.set_link(req),
+            Request::SetState { link, up } => self.set_state(&link, up),
+            Request::RemoveLink { link } => self.remove_link(&link),
+            Request::Stats { link } => self.stats(link.as_deref()),
+            Request::Shutdown => {
+                log!("shutdown requested");
+                self.shutdown = Some("shutdown request".to_owned());
+                Ok(Map::new())
+            }
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Result<u64, String> {
+        self.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("link: no link named {name:?}"))
+    }
+
+    /// Apply the daemon's defaults to `params` and check them; `dir`
+    /// (`"ab"` or `"ba"`) prefixes the message.
+    pub(crate) fn prepare(
+        &self,
+        mut params: DirectionParams,
+        dir: &str,
+    ) -> Result<DirectionParams, String> {
+        if params.queue_packets.is_none() && params.queue_bytes.is_none() {
+            params.queue_packets = self.config.default_queue_packets;
+        }
+        params.validate().map_err(|e| format!("{dir}.{e}"))?;
+        Ok(params)
+    }
+
+    fn add_link(&mut self, req: AddLink) -> Result<Map<String, Value>, String> {
+        if req.link.is_empty() {
+            return Err("link: the name must not be empty".to_owned());
+        }
+        if self.names.contains_key(&req.link) {
+            return Err(format!("link: a link named {:?} already exists", req.link));
+        }
+        req.a.validate("a")?;
+        req.b.validate("b")?;
+        if req.a == req.b {
+            return Err("b: the same endpoint as a".to_owned());
+        }
+        // Everything that can be checked is checked before anything is
+        // created.
+        let ab = self.prepare(req.ab, "ab")?;
+        let ba = self.prepare(req.ba, "ba")?;
+        let ab = Direction::new(ab).map_err(|e| format!("ab.{e}"))?;
+        let ba = Direction::new(ba).map_err(|e| format!("ba.{e}"))?;
+        let a = self.opener.open(&req.a, "a")?;
+        // On failure `a` is dropped here, which destroys it.
+        let b = self.opener.open(&req.b, "b")?;
+        let id = self.next_link;
+        self.next_link += 1;
+        for (side, end) in [&a, &b].into_iter().enumerate() {
+            let ev = EpollEvent::new(EpollFlags::EPOLLIN, tap_token(id, side));
+            if let Err(e) = self.epoll.add(end.as_fd(), ev) {
+                if side == 1 {
+                    let _ = self.epoll.delete(a.as_fd());
+                }
+                return Err(format!("cannot watch endpoint {}: {e}", SIDE_NAMES[side]));
+            }
+        }
+        log!(
+            "link {:?} added: a={} b={}",
+            req.link,
+            req.a.describe(),
+            req.b.describe()
+        );
+        self.links.insert(
+            id,
+            Link {
+                name: req.link.clone(),
+                ends: [a, b],
+                dirs: [DirState::new(ab), DirState::new(ba)],
+                gone: [false; 2],
+            },
+        );
+        self.names.insert(req.link, id);
+        Ok(Map::new())
+    }
+
+    fn set_link(&mut self, req: SetLink) -> Result<Map<String, Value>, String> {
+        let id = self.lookup(&req.link)?;
+        if req.ab.is_none() && req.ba.is_none() {
+            return Err("set_link: give ab, ba or both".to_owned());
+        }
+        let new = [
+            req.ab.map(|p| self.prepare(p, "ab")).transpose()?,
+            req.ba.map(|p| self.prepare(p, "ba")).transpose()?,
+        ];
+        let link = self.links.get_mut(&id).expect("names and links agree");
+        let now = now_ns();
+        let mut applied: Vec<(usize, DirectionParams)> = Vec::new();
+        for (i, params) in new.into_iter().enumerate() {
+            let Some(params) = params else { continue };
+            let old = link.dirs[i].dir.params().clone();
+            if let Err(e) = link.dirs[i].dir.set_params(now, params) {
+                // Validated above, so not expected; undo what was applied.
+                for (j, old) in applied {
+                    let _ = link.dirs[j].dir.set_params(now, old);
+                }
+                return Err(format!("{}.{e}", DIR_NAMES[i]));
+            }
+            applied.push((i, old));
+        }
+        let which: Vec<&str> = applied.iter().map(|(i, _)| DIR_NAMES[*i]).collect();
+        for i in 0..2 {
+            self.schedule(id, i);
+        }
+        log!(
+            "link {:?}: new parameters for {}",
+            req.link,
+            which.join(" and ")
+        );
+        Ok(Map::new())
+    }
+
+    fn set_state(&mut self, name: &str, up: bool) -> Result<Map<String, Value>, String> {
+        let id = self.lookup(name)?;
+        let link = self.links.get_mut(&id).expect("names and links agree");
+        let now = now_ns();
+        for st in &mut link.dirs {
+            st.dir.set_up(now, up);
+        }
+        for i in 0..2 {
+            self.schedule(id, i);
+        }
+        log!("link {name:?} {}", if up { "up" } else { "down" });
+        Ok(Map::new())
+    }
+
+    fn remove_link(&mut self, name: &str) -> Result<Map<String, Value>, String> {
+        let id = self.lookup(name)?;
+        self.names.remove(name);
+        let link = self.links.remove(&id).expect("names and links agree");
+        for (side, end) in link.ends.iter().enumerate() {
+            if !link.gone[side] {
+                let _ = self.epoll.delete(end.as_fd());
+            }
+        }
+        drop(link);
+        log!("link {name:?} removed");
+        Ok(Map::new())
+    }
+
+    fn stats(&self, name: Option<&str>) -> Result<Map<String, Value>, String> {
+        let ids: Vec<u64> = match name {
+            Some(name) => vec![self.lookup(name)?],
+            None => self.names.values().copied().collect(),
+        };
+        let mut links = Map::new();
+        for id in ids {
+            let link = &self.links[&id];
+            let mut entry = Map::new();
+            entry.insert(
+                "up".to_owned(),
+                Value::Bool(link.dirs.iter().all(|d| d.dir.is_up())),
+            );
+            for (i, st) in link.dirs.iter().enumerate() {
+                let mut s = match serde_json::to_value(st.dir.stats()) {
+                    Ok(Value::Object(m)) => m,
+                    Ok(other) => fields(json!({ "model": other })),
+                    Err(e) => fields(json!({ "model_error": e.to_string() })),
+                };
+                s.insert("write_errors".to_owned(), st.write_errors.into());
+                s.insert("read_errors".to_owned(), st.read_errors.into());
+                entry.insert(DIR_NAMES[i].to_owned(), Value::Object(s));
+            }
+            links.insert(link.name.clone(), Value::Object(entry));
+        }
+        let mut out = Map::new();
+        let now = now_ns();
+        out.insert("now_ns".to_owned(), now.into());
+        out.insert("engine".to_owned(), self.timing.report(now));
+        out.insert("links".to_owned(), Value::Object(links));
+        Ok(out)
+    }
+}
+
+/// The map inside a `json!({...})` object.
+pub(crate) fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
