@@ -108,6 +108,8 @@ pub struct Direction {
     link: Link,
     line: DelayLine,
     stats: Recorder,
+    /// Leading bytes of every packet that belong to the I/O layer.
+    prefix: usize,
 }
 
 impl Direction {
@@ -135,6 +137,7 @@ impl Direction {
             link,
             line: DelayLine::new(Rng::stream(seed, Stream::Jitter)),
             stats: Recorder::default(),
+            prefix: 0,
             params,
         })
     }
@@ -211,12 +214,31 @@ impl Direction {
         self.up
     }
 
+    /// Every packet pushed from now on starts with `prefix` bytes that belong
+    /// to the I/O layer (e.g. a virtio-net header): they are carried through
+    /// unchanged but neither counted (rate, queue bytes, statistics) nor
+    /// corrupted.
+    ///
+    /// ```
+    /// use link_core::{Direction, DirectionParams};
+    /// let mut d = Direction::new(DirectionParams::default()).unwrap().with_prefix(10);
+    /// d.push(0, vec![0; 110]);
+    /// assert_eq!(d.poll(0).unwrap().data.len(), 110);
+    /// assert_eq!((d.stats().rx_bytes, d.stats().tx_bytes), (100, 100));
+    /// ```
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: usize) -> Self {
+        self.prefix = prefix;
+        self
+    }
+
     /// A packet arrives at `now`.
     pub fn push(&mut self, now: u64, data: Vec<u8>) {
         let now = self.clock(now);
         self.advance(now);
         self.stats.rx_packets += 1;
-        self.stats.rx_bytes += data.len() as u64;
+        let prefix = self.prefix.min(data.len());
+        self.stats.rx_bytes += (data.len() - prefix) as u64;
         self.stats
             .sample_queue(self.queue.len(), self.queue.bytes());
         if !self.up {
@@ -234,12 +256,13 @@ impl Direction {
             None
         };
         for mut data in std::iter::once(data).chain(copy) {
-            if self.corrupt.apply(self.params.corrupt, &mut data) {
+            if self.corrupt.apply(self.params.corrupt, &mut data[prefix..]) {
                 self.stats.corrupted += 1;
             }
             let packet = Packet {
                 data,
                 arrival_ns: now,
+                prefix,
             };
             self.stats.drops.queue += self.queue.push(packet);
         }
@@ -254,7 +277,7 @@ impl Direction {
         self.advance(now);
         let (scheduled_ns, data) = self.line.pop_due(now)?;
         self.stats.tx_packets += 1;
-        self.stats.tx_bytes += data.len() as u64;
+        self.stats.tx_bytes += data.len().saturating_sub(self.prefix) as u64;
         Some(Departure { data, scheduled_ns })
     }
 

@@ -298,6 +298,29 @@ fn trace(entries: &[u64]) -> Result<(), ParamsError> {
 }
 
 impl DirectionParams {
+    /// Whether the model must see every packet as it would be on the wire:
+    /// a rate or trace (each packet is serialised and queued on its own),
+    /// jitter, loss, duplication or corruption (each drawn per packet). A
+    /// direction with none of these (a perfect or delay-only link) treats a
+    /// segmentation-offload super-frame exactly as the packets it stands for,
+    /// so the I/O layer may pass it whole.
+    ///
+    /// ```
+    /// use link_core::DirectionParams;
+    /// let delay_only = DirectionParams { delay_ns: 5_000_000, ..Default::default() };
+    /// assert!(!delay_only.needs_wire_packets());
+    /// let shaped = DirectionParams { rate_bps: Some(1_000_000), ..delay_only };
+    /// assert!(shaped.needs_wire_packets());
+    /// ```
+    pub fn needs_wire_packets(&self) -> bool {
+        self.rate_bps.is_some()
+            || self.trace_ms.is_some()
+            || self.jitter_ns > 0
+            || !matches!(self.loss, LossModel::None)
+            || self.duplicate > 0.0
+            || self.corrupt > 0.0
+    }
+
     /// Check every value, reporting the first problem found (in field
     /// order). Jitter without delay is accepted: the delay is then clipped
     /// at zero.

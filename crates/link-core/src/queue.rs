@@ -97,12 +97,15 @@ pub(crate) struct Packet {
     pub data: Vec<u8>,
     /// When it arrived at the direction, ns.
     pub arrival_ns: u64,
+    /// Leading bytes of `data` that are not the frame (the I/O layer's own
+    /// header, see [`crate::Direction::with_prefix`]).
+    pub prefix: usize,
 }
 
 impl Packet {
-    /// Length in bytes.
+    /// Length in bytes of the frame, without the I/O layer's prefix.
     pub fn len(&self) -> u64 {
-        self.data.len() as u64
+        self.data.len().saturating_sub(self.prefix) as u64
     }
 }
 
@@ -265,6 +268,7 @@ mod tests {
         Packet {
             data: vec![0; len],
             arrival_ns,
+            prefix: 0,
         }
     }
 

@@ -17,6 +17,8 @@ use nix::errno::Errno;
 use nix::sched::{setns, CloneFlags};
 use serde::Deserialize;
 
+use crate::gso::VNET_HDR_LEN;
+
 /// Longest interface name Linux accepts (`IFNAMSIZ` - 1).
 pub const MAX_IFNAME: usize = 15;
 
@@ -83,6 +85,12 @@ pub trait Endpoint: AsFd {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     /// Write one frame.
     fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// Bytes of the endpoint's own header in front of every frame read and
+    /// written: [`crate::gso::VNET_HDR_LEN`] for a TAP device with offloads,
+    /// 0 otherwise.
+    fn header_len(&self) -> usize {
+        0
+    }
 }
 
 /// Creates endpoints.
@@ -91,6 +99,10 @@ pub trait Opener {
     type Endpoint: Endpoint;
     /// Name of the endpoint kind, reported by `hello` (`"tap"`).
     fn kind(&self) -> &'static str;
+    /// The segmentation offloads its endpoints use, reported by `hello`.
+    fn offloads(&self) -> &'static str {
+        "off"
+    }
     /// Create the endpoint `spec` describes. The error names the problem;
     /// `side` (`"a"` or `"b"`) is the field to blame.
     fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Self::Endpoint, String>;
@@ -102,6 +114,8 @@ pub trait Opener {
 #[derive(Debug)]
 pub struct Tap {
     file: File,
+    /// Frames carry a virtio-net header (offloads on).
+    vnet: bool,
 }
 
 impl AsFd for Tap {
@@ -111,6 +125,14 @@ impl AsFd for Tap {
 }
 
 impl Endpoint for Tap {
+    fn header_len(&self) -> usize {
+        if self.vnet {
+            VNET_HDR_LEN
+        } else {
+            0
+        }
+    }
+
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         (&self.file).read(buf)
     }
@@ -131,19 +153,41 @@ impl Endpoint for Tap {
 }
 
 nix::ioctl_write_ptr_bad!(tunsetiff, libc::TUNSETIFF, libc::ifreq);
+nix::ioctl_write_int_bad!(tunsetoffload, libc::TUNSETOFFLOAD);
+
+/// Offloads a TAP device with virtio-net headers accepts from its stack:
+/// checksum, TCP segmentation (v4, v6, ECN) and UDP segmentation.
+const OFFLOADS: libc::c_uint = libc::TUN_F_CSUM
+    | libc::TUN_F_TSO4
+    | libc::TUN_F_TSO6
+    | libc::TUN_F_TSO_ECN
+    | libc::TUN_F_USO4
+    | libc::TUN_F_USO6;
+/// The same without UDP segmentation, for kernels before 6.2.
+const OFFLOADS_NO_USO: libc::c_uint =
+    libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
 
 /// Creates TAP devices, each in the network namespace its spec names.
 #[derive(Debug)]
 pub struct TapOpener {
     /// The daemon's own network namespace, returned to after each creation.
     home: File,
+    /// Open devices with virtio-net headers and segmentation offloads.
+    offload: bool,
+    /// What the last device accepted: "tso+uso", "tso" or "off".
+    offloads_in_force: &'static str,
 }
 
 impl TapOpener {
-    /// Remember the current network namespace (the daemon's).
-    pub fn new() -> io::Result<Self> {
+    /// Remember the current network namespace (the daemon's); `offload`:
+    /// create devices with segmentation offloads.
+    pub fn new(offload: bool) -> io::Result<Self> {
         let home = File::open("/proc/thread-self/ns/net")?;
-        Ok(Self { home })
+        Ok(Self {
+            home,
+            offload,
+            offloads_in_force: if offload { "tso+uso" } else { "off" },
+        })
     }
 
     /// Run `f` inside the network namespace `netns` (or the current one),
@@ -184,16 +228,25 @@ impl Opener for TapOpener {
         "tap"
     }
 
+    fn offloads(&self) -> &'static str {
+        self.offloads_in_force
+    }
+
     fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Tap, String> {
         spec.validate(side)?;
-        self.in_netns(spec.netns.as_deref(), side, || {
-            create_tap(&spec.ifname, side)
-        })
+        let offload = self.offload;
+        let (tap, got) = self.in_netns(spec.netns.as_deref(), side, || {
+            create_tap(&spec.ifname, side, offload)
+        })?;
+        self.offloads_in_force = got;
+        Ok(tap)
     }
 }
 
-/// Create TAP device `ifname` in the current network namespace.
-fn create_tap(ifname: &str, side: &str) -> Result<Tap, String> {
+/// Create TAP device `ifname` in the current network namespace, with
+/// virtio-net headers and segmentation offloads when `offload`; returns the
+/// offloads in force.
+fn create_tap(ifname: &str, side: &str, offload: bool) -> Result<(Tap, &'static str), String> {
     // TUNSETIFF on the name of an existing *persistent* TAP device attaches
     // to it instead of creating a new one, and closing would then leave it
     // behind: insist on a fresh name.
@@ -215,13 +268,36 @@ fn create_tap(ifname: &str, side: &str) -> Result<Tap, String> {
     for (dst, &src) in req.ifr_name.iter_mut().zip(ifname.as_bytes()) {
         *dst = src as libc::c_char;
     }
-    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    let mut flags = libc::IFF_TAP | libc::IFF_NO_PI;
+    if offload {
+        flags |= libc::IFF_VNET_HDR;
+    }
+    req.ifr_ifru.ifru_flags = flags as libc::c_short;
     // SAFETY: `file` is an open /dev/net/tun descriptor and `req` a valid,
     // NUL-terminated (the name is at most 15 bytes) ifreq that outlives the
     // call.
-    unsafe { tunsetiff(std::os::fd::AsRawFd::as_raw_fd(&file), &req) }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    unsafe { tunsetiff(fd, &req) }
         .map_err(|e| format!("{side}.ifname: cannot create TAP device {ifname:?}: {e}"))?;
-    Ok(Tap { file })
+    if !offload {
+        return Ok((Tap { file, vnet: false }, "off"));
+    }
+    // The default virtio-net header size is the 10-byte one used here.
+    // SAFETY: TUNSETOFFLOAD takes its argument by value; `fd` is the TAP
+    // device just created.
+    let got = match unsafe { tunsetoffload(fd, OFFLOADS as libc::c_int) } {
+        Ok(_) => "tso+uso",
+        // Kernels before 6.2 know no UDP segmentation.
+        Err(Errno::EINVAL) => unsafe { tunsetoffload(fd, OFFLOADS_NO_USO as libc::c_int) }
+            .map(|_| "tso")
+            .map_err(|e| format!("{side}.ifname: cannot enable offloads on {ifname:?}: {e}"))?,
+        Err(e) => {
+            return Err(format!(
+                "{side}.ifname: cannot enable offloads on {ifname:?}: {e}"
+            ))
+        }
+    };
+    Ok((Tap { file, vnet: true }, got))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 mod control;
 mod daemon;
 mod endpoint;
+mod gso;
 mod ops;
 mod protocol;
 mod socket;
@@ -93,6 +94,14 @@ struct Cli {
           value_parser = clap::value_parser!(u8).range(0..=99))]
     realtime_priority: u8,
 
+    /// Segmentation offloads at the endpoints: TAP devices with virtio-net
+    /// headers that take TCP and UDP super-frames of up to 64 KiB from their
+    /// stack (TSO, USO, checksum). A direction that shapes or impairs cuts
+    /// them into wire packets; a perfect or delay-only one passes them whole.
+    #[arg(long, value_name = "on|off", default_value = "on",
+          value_parser = ["on", "off"])]
+    offload: String,
+
     /// Queue limit, in packets, for a direction that sets neither
     /// queue_packets nor queue_bytes (0: leave such queues unlimited).
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -151,8 +160,8 @@ fn run(cli: &Cli) -> Result<(), String> {
     // Timer expiries are not deferred to coalesce wakeups.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("cannot set the timer slack: {e}"))?;
 
-    let opener =
-        TapOpener::new().map_err(|e| format!("cannot open the own network namespace: {e}"))?;
+    let opener = TapOpener::new(cli.offload == "on")
+        .map_err(|e| format!("cannot open the own network namespace: {e}"))?;
     let config = Config {
         batch: cli.batch as usize,
         spin_ns: cli.spin_us * 1000,

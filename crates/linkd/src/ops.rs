@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::daemon::now_ns;
 use crate::daemon::{tap_token, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
-use crate::endpoint::Opener;
+use crate::endpoint::{Endpoint, Opener};
 use crate::log;
 use crate::protocol::{AddLink, Request, SetLink};
 
@@ -20,6 +20,7 @@ impl<O: Opener> Daemon<O> {
                 "version": env!("CARGO_PKG_VERSION"),
                 "pid": std::process::id(),
                 "endpoint": self.opener.kind(),
+                "offloads": self.opener.offloads(),
             }))),
             Request::AddLink(req) => self.add_link(req),
             Request::SetLink(req) => self.set_link(req),
@@ -76,6 +77,10 @@ impl<O: Opener> Daemon<O> {
         let a = self.opener.open(&req.a, "a")?;
         // On failure `a` is dropped here, which destroys it.
         let b = self.opener.open(&req.b, "b")?;
+        // Direction ab enters at a, ba at b: each carries its endpoint's
+        // header in front of every frame, uncounted.
+        let ab = ab.with_prefix(a.header_len());
+        let ba = ba.with_prefix(b.header_len());
         let id = self.next_link;
         self.next_link += 1;
         for (side, end) in [&a, &b].into_iter().enumerate() {
@@ -191,6 +196,10 @@ impl<O: Opener> Daemon<O> {
                 };
                 s.insert("write_errors".to_owned(), st.write_errors.into());
                 s.insert("read_errors".to_owned(), st.read_errors.into());
+                s.insert(
+                    "offload".to_owned(),
+                    serde_json::to_value(st.offload).unwrap_or(Value::Null),
+                );
                 entry.insert(DIR_NAMES[i].to_owned(), Value::Object(s));
             }
             links.insert(link.name.clone(), Value::Object(entry));

@@ -19,6 +19,8 @@ use crate::endpoint::{Endpoint, EndpointSpec, Opener};
 struct Fake {
     sock: UnixDatagram,
     live: Rc<Cell<usize>>,
+    /// Frames carry a virtio-net header.
+    vnet: bool,
 }
 
 impl Drop for Fake {
@@ -34,6 +36,13 @@ impl AsFd for Fake {
 }
 
 impl Endpoint for Fake {
+    fn header_len(&self) -> usize {
+        if self.vnet {
+            crate::gso::VNET_HDR_LEN
+        } else {
+            0
+        }
+    }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.sock.recv(buf)
     }
@@ -50,6 +59,8 @@ struct FakeOpener {
     peers: Rc<RefCell<HashMap<String, UnixDatagram>>>,
     /// Opening an endpoint with this ifname fails.
     fail: Rc<RefCell<Option<String>>>,
+    /// Endpoints carry virtio-net headers.
+    vnet: bool,
 }
 
 impl Opener for FakeOpener {
@@ -74,6 +85,7 @@ impl Opener for FakeOpener {
         Ok(Fake {
             sock: ours,
             live: self.live.clone(),
+            vnet: self.vnet,
         })
     }
 }
@@ -119,7 +131,7 @@ fn add(name: &str, a: &str, b: &str, ab: Value, ba: Value) -> Value {
 fn recv_through(d: &mut Daemon<FakeOpener>, peer: &UnixDatagram, limit: Duration) -> Vec<u8> {
     peer.set_nonblocking(true).unwrap();
     let start = Instant::now();
-    let mut buf = [0u8; 2048];
+    let mut buf = vec![0u8; 70_000];
     loop {
         match peer.recv(&mut buf) {
             Ok(n) => return buf[..n].to_vec(),
@@ -532,4 +544,51 @@ fn engine_timing_is_reported() {
     // Spinning never lets a departure go early, and the lead keeps it near
     // its deadline.
     assert_eq!(r["links"]["l"]["ab"]["lateness"]["count"], 20);
+}
+
+#[test]
+fn offloaded_super_frames_pass_whole_or_as_wire_packets() {
+    let opener = FakeOpener {
+        vnet: true,
+        ..FakeOpener::default()
+    };
+    let mut d = Daemon::new(opener.clone(), Config::default(), None, None).unwrap();
+    let delay = json!({"delay_ns": 1_000_000});
+    ok(&mut d, add("l", "a0", "b0", delay.clone(), delay));
+    let (a, b) = (opener.peer("a0"), opener.peer("b0"));
+    let frame = crate::gso::tests::tcp_super_frame(4000, 1448);
+    // Delay only: the super-frame leaves whole, header and all.
+    a.send(&frame).unwrap();
+    assert_eq!(recv_through(&mut d, &b, Duration::from_secs(2)), frame);
+    // Shaped: it leaves as its three wire packets, each with a zero header.
+    ok(
+        &mut d,
+        json!({"op":"set_link","link":"l","ab":{"rate_bps": 1_000_000_000u64}}),
+    );
+    a.send(&frame).unwrap();
+    let mut payload = 0;
+    for _ in 0..3 {
+        let seg = recv_through(&mut d, &b, Duration::from_secs(2));
+        assert_eq!(&seg[..10], &[0u8; 10]);
+        payload += seg.len() - 10 - 54;
+    }
+    assert_eq!(payload, 4000);
+    let r = ok(&mut d, json!({"op":"stats","link":"l"}));
+    let ab = &r["links"]["l"]["ab"];
+    assert_eq!(ab["offload"]["whole"], 1);
+    assert_eq!(ab["offload"]["split"], 1);
+    assert_eq!(ab["offload"]["segments"], 3);
+    // The header is not counted: 4054 bytes of frame, then 3 x 54 + 4000.
+    assert_eq!(ab["rx_packets"], 4);
+    assert_eq!(ab["rx_bytes"], 4054 + 3 * 54 + 4000);
+    assert_eq!(ab["tx_bytes"], ab["rx_bytes"]);
+    // A frame that cannot be segmented is dropped and counted.
+    let mut bad = frame.clone();
+    bad[1] = 3; // UFO: never enabled
+    a.send(&bad).unwrap();
+    for _ in 0..5 {
+        d.turn(Some(Duration::from_millis(1))).unwrap();
+    }
+    let r = ok(&mut d, json!({"op":"stats","link":"l"}));
+    assert_eq!(r["links"]["l"]["ab"]["offload"]["errors"], 1);
 }

@@ -222,7 +222,10 @@ class Monitor:
                 )
                 if sched not in self.notes:
                     self.notes.append(sched)
-                release = f"engine release: {getattr(engine, 'release', '') or 'unknown'}"
+                release = (
+                    f"engine release: {getattr(engine, 'release', '') or 'unknown'}; "
+                    f"offloads: {getattr(engine, 'offloads', '') or 'unknown'}"
+                )
                 if release not in self.notes:
                     self.notes.append(release)
                 try:

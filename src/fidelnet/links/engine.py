@@ -147,6 +147,10 @@ class LinkEngine:
         self.scheduling_reason = why
         """Where the priority asked came from: ``default``, ``calibrated, profile
         <key>``, ``asked``, or the caller's own ``--realtime-priority``."""
+        self.offloads = ""
+        """Segmentation offloads at the engine's endpoints, as linkd reported them:
+        ``"tso+uso"``, ``"tso"`` (no UDP segmentation before Linux 6.2) or ``"off"``
+        (``--offload off``)."""
         self.scheduling = ""
         """The scheduling linkd actually runs with, read from the kernel after it
         started: ``"SCHED_FIFO 10"``, or ``"SCHED_OTHER (asked SCHED_FIFO 10:
@@ -201,6 +205,7 @@ class LinkEngine:
         threading.Thread(target=self._watch, name="linkd-watch", daemon=True).start()
         self._connect()
         hello = self.request("hello")
+        self.offloads = str(hello.get("offloads", "off"))
         self.scheduling = self._scheduling(asked)
         log.debug("linkd pid %s ready: %s; %s", self.proc.pid, hello, self.scheduling)
 
