@@ -36,7 +36,7 @@ VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
                 build-essential pkg-config ca-certificates tcpdump ethtool \
-                chromium
+                chromium clang libbpf-dev bpftool traceroute
 # The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
 # Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
 # `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.
@@ -71,8 +71,17 @@ $(VENV_STAMP): pyproject.toml | apt-deps
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
+# The XDP fast path's program, built from source with Debian's clang and libbpf headers.
+BPF_OBJ      := build/bpf/fastpath.bpf.o
+BPF_ARCH_INC := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+
+$(BPF_OBJ): bpf/fastpath.bpf.c | apt-deps
+	mkdir -p $(dir $@)
+	clang -O2 -g -Wall -Werror -target bpf -I$(BPF_ARCH_INC) -c $< -o $@
+
 # cargo decides what to rebuild; install -C copies only when the binary changed.
-native: venv
+native: venv $(BPF_OBJ)
+	install -D -C -m 0644 $(BPF_OBJ) $(VENV)/share/fidelnet/bpf/fastpath.bpf.o
 	$(CARGO) build --release --workspace --locked
 	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
@@ -113,4 +122,4 @@ bench-line: install
 ## distclean: remove the virtualenv and cargo's target (`fidelnet clean` is something else:
 ## it removes kernel objects left by stale emulation runs)
 distclean:
-	rm -rf $(VENV) target src/*.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) target build src/*.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ipaddress
 import logging
 import os
 import secrets
@@ -30,6 +29,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from fidelnet import fastpath, l3
 from fidelnet.errors import KernelError, StateError, ValidationError
 from fidelnet.kernel import cgroups, ns, tc
 from fidelnet.kernel.netlink import Netlink
@@ -42,7 +42,7 @@ from fidelnet.links.engine import LinkEngine, find_linkd
 from fidelnet.links.engine_params import direction_seed
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
-from fidelnet.topology import addressing, routing
+from fidelnet.topology import addressing
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
 
@@ -88,6 +88,8 @@ class Network:
         self.engine: LinkEngine | None = None
         self.engine_args = engine_args if engine_args is not None else _engine_args_from_env()
         self.engine_failure: str | None = None
+        self.fastpath: dict[str, fastpath.RouterFastPath] = {}
+        """The XDP fast path of each router that has one (docs/fastpath.md)."""
         self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)
         self._started = False
         self._old_handlers: dict[int, Any] = {}
@@ -214,6 +216,7 @@ class Network:
     def build(self) -> None:
         """Create every node and link of the spec not yet created, and configure them."""
         self.check_link_params(self.spec.links)
+        fastpath.preflight(self.spec)
         self.open()
         try:
             for spec in list(self.spec.nodes.values()):
@@ -392,44 +395,19 @@ class Network:
             intf.set_ip(ip, replace=False)  # a new interface has no address to replace
 
     def configure(self) -> None:
-        """Forwarding, routes and static ARP, once nodes and links exist."""
-        for node in self.nodes.values():
-            node.configure()
-        if self.spec.auto_routes:
-            for name, routes in routing.static_routes(self.spec).items():
-                node = self.nodes[name]
-                batch = []
-                for r in routes:
-                    intf = node.intf(r.dev)
-                    batch.append((r.dst, r.via, intf.index if intf else None))
-                node.netlink().add_routes(batch)
-        for node in self.nodes.values():
-            if node.spec.default_route:
-                self._default_route(node, node.spec.default_route)
-        if self.spec.auto_static_arp:
-            self.static_arp()
+        """Forwarding, routes, static ARP and the routers' fast path, once nodes and
+        links exist (:mod:`fidelnet.l3`)."""
+        l3.configure(self)
 
-    def _default_route(self, node: Node, target: str) -> None:
-        nl = node.netlink()
-        try:
-            ipaddress.ip_address(target)
-        except ValueError:
-            intf = node.intf(target)
-            nl.add_route("0.0.0.0/0", index=intf.index if intf else None)
-            return
-        nl.add_route("0.0.0.0/0", gateway=target)
+    def on_link_change(self, link: Link) -> None:
+        """A link got new parameters at runtime (called by :meth:`Link.configure`)."""
+        if self.fastpath:
+            fastpath.link_changed(self, link)
 
     def static_arp(self) -> None:
         """Fill every host's ARP table with every other host's address (Mininet's
         ``autoStaticArp``)."""
-        hosts = [h for h in self.hosts if h.default_intf() is not None and h.ip]
-        entries = [(h.ip, h.mac) for h in hosts]
-        for h in hosts:
-            d = h.default_intf()
-            assert d is not None
-            for ip, mac in entries:
-                if ip != h.ip and ip and mac:
-                    h.netlink().add_neighbour(d.index, ip, mac)
+        l3.static_arp(self)
 
     def wait_stp(self, timeout: float = _STP_TIMEOUT) -> None:
         """Wait until every STP bridge has left the listening and learning states."""
@@ -496,14 +474,7 @@ class Network:
         return 100.0 * lost / len(results)
 
     def ping_pairs(self, hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:
-        results: dict[tuple[str, str], bool] = {}
-        for src in hosts:
-            for dst in hosts:
-                if src is dst or not dst.ip:
-                    continue
-                _, _, code = src.pexec(["ping", "-c1", f"-W{max(1, round(timeout))}", dst.ip])
-                results[(src.name, dst.name)] = code == 0
-        return results
+        return l3.ping_pairs(hosts, timeout)
 
 
 def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:

@@ -70,6 +70,7 @@ class LineOptions:
     peer: bool = True
     shapes: tuple[str, ...] = ("cbr", "burst")
     mode: pktgen.Mode = "gso"
+    fastpath: str | None = None  # "xdp": fidelnet's routers forward in XDP
 
     def check(self) -> None:
         if not 2 <= self.n <= 64:
@@ -83,6 +84,8 @@ class LineOptions:
                 raise ValidationError("shapes", "unknown traffic shape", s, ("cbr", "burst"))
         pktgen.TrafficSpec(self.high_pps, FRAME, self.duration, "burst", self.burst).check()
         pktgen.TrafficSpec(self.high_pps, FRAME, self.trial_s).check()
+        if self.fastpath not in (None, "xdp"):
+            raise ValidationError("fastpath", "unknown fast path", self.fastpath, ["xdp"])
 
 
 @dataclass
@@ -265,13 +268,14 @@ def run(
             "or run with --no-peer"
         )
     say(f"building the {opts.n}-router line with fidelnet" + (" and Mininet" if peer else ""))
-    with Network(topology(opts.n), command="fidelnet bench line") as net:
+    spec = topology(opts.n)
+    spec.fastpath = opts.fastpath  # type: ignore[assignment]
+    name = "fidelnet-xdp" if opts.fastpath else "fidelnet"
+    with Network(spec, command="fidelnet bench line") as net:
         hop = packets.first_hop(net, "lg")
         if hop is None:
             raise MeasurementError("the line has no link from lg")
-        stacks = [
-            Stack("fidelnet", net["lg"], net["rx"], addr, collect(net, tools={"pktgen": version}))
-        ]
+        stacks = [Stack(name, net["lg"], net["rx"], addr, collect(net, tools={"pktgen": version}))]
         if bench.place.receiver is not None:
             packets.steer_rps(hop[0], hop[1], bench.place.receiver)
         if opts.mode == "gso":
@@ -311,6 +315,7 @@ def run(
         "tables": [{"title": t, "header": h, "rows": r} for t, h, r in tables(stacks, half)],
         "placement": {"sender_cpu": bench.place.sender, "receiver_cpu": bench.place.receiver},
         "mode": opts.mode,
+        "fastpath": opts.fastpath,
         "ndr_pps": {s.name: {k: v.ndr_pps for k, v in s.searches.items()} for s in stacks},
         "half_rate_p999_ns": {k: v.latency.p999_ns for k, v in half.items()},
     }

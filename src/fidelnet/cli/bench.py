@@ -136,6 +136,12 @@ def hifi(out: Path | None, seconds: int, only: str) -> None:
     show_default=True,
     help="pktgen's sender mode (gso: >= 1 Mpps on one core).",
 )
+@click.option(
+    "--fastpath",
+    type=click.Choice(["xdp"]),
+    default=None,
+    help="fidelnet's routers forward in XDP (docs/fastpath.md); Mininet's as always.",
+)
 def line(
     out: Path | None,
     routers: int,
@@ -146,6 +152,7 @@ def line(
     peer: bool,
     no_bursts: bool,
     mode: str,
+    fastpath: str | None,
 ) -> None:
     """The CIMininet line: lg - h1..h7 - rx, 64-byte frames, fidelnet beside Mininet.
 
@@ -172,6 +179,7 @@ def line(
         peer=peer,
         shapes=("cbr",) if no_bursts else ("cbr", "burst"),
         mode=mode,  # type: ignore[arg-type]
+        fastpath=fastpath,
     )
     opts.check()
     floor = load_floor()

@@ -69,6 +69,13 @@ def _file(rec: dict[str, Any], _run_id: str) -> None:
         os.unlink(str(rec["path"]))
 
 
+def _mount(rec: dict[str, Any], _run_id: str) -> None:
+    """A private bpffs (the fast path's pins): unmounted if it still is one."""
+    from fidelnet.kernel import xdp
+
+    xdp.umount_bpffs(str(rec["path"]))
+
+
 def _info(_rec: dict[str, Any], _run_id: str) -> None:
     """A note in the state file (a link's backend), nothing to remove."""
 
@@ -81,6 +88,7 @@ _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "netns": _netns,
     "link": _link,
     "sysctl": _sysctl,
+    "mount": _mount,
 }
 
 

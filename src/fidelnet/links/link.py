@@ -98,6 +98,9 @@ class Link:
         new_ab = ab if ab is not None else self.params("ab")
         new_ba = ba if ba is not None else self.params("ba")
         self.spec.params, self.spec.params_ab, self.spec.params_ba = LinkParams(), new_ab, new_ba
+        notify = getattr(self.intf1.node.net, "on_link_change", None)
+        if notify is not None:
+            notify(self)  # e.g. a fast-path router's port that is now shaped
 
     def down(self) -> None:
         """Take the link down: both interfaces down, nothing passes."""

@@ -38,6 +38,8 @@ __all__ = [
 
 NodeKind = Literal["host", "switch", "router"]
 NODE_KINDS: tuple[str, ...] = ("host", "switch", "router")
+FastPath = Literal["xdp"]
+FASTPATHS: tuple[str, ...] = ("xdp",)
 
 
 JitterDist = Literal["uniform", "normal"]
@@ -115,6 +117,7 @@ class NodeSpec:
     cores: tuple[int, ...] | None = None
     sched: Literal["cfs", "rt"] | None = None
     stp: bool = False  # switches only
+    fastpath: FastPath | None = None  # routers only: forward in XDP (docs/fastpath.md)
     in_namespace: bool = True
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
 
@@ -159,6 +162,7 @@ class TopologySpec:
     auto_routes: bool = False  # install shortest-path static routes between routed nodes
     link_backend: LinkBackend = "auto"  # default for links that do not choose
     seed: int | None = None  # seeds every link without its own; None: random, recorded
+    fastpath: FastPath | None = None  # every router's fast path, unless it sets its own
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

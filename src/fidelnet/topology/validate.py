@@ -42,6 +42,7 @@ from fidelnet.topology.addressing import (
     plan_ports,
 )
 from fidelnet.topology.spec import (
+    FASTPATHS,
     JITTER_DISTS,
     LINK_BACKENDS,
     NODE_KINDS,
@@ -89,6 +90,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
     """Every problem in ``spec``, in a stable order; empty when it is usable."""
     checks: tuple[Callable[[TopologySpec], Problems], ...] = (
         _check_link_backend,
+        _check_fastpath,
         _check_ip_base,
         _check_nodes,
         _check_links,
@@ -139,6 +141,25 @@ def _check_link_backend(spec: TopologySpec) -> Problems:
         yield ValidationError(
             "link_backend", "unknown link backend", spec.link_backend, list(LINK_BACKENDS)
         )
+
+
+def _check_fastpath(spec: TopologySpec) -> Problems:
+    if spec.fastpath is not None and spec.fastpath not in FASTPATHS:
+        yield ValidationError("fastpath", "unknown fast path", spec.fastpath, list(FASTPATHS))
+    for name, node in spec.nodes.items():
+        if node.fastpath is None:
+            continue
+        if node.fastpath not in FASTPATHS:
+            yield ValidationError(
+                f"nodes.{name}.fastpath", "unknown fast path", node.fastpath, list(FASTPATHS)
+            )
+        elif node.kind != "router":
+            yield ValidationError(
+                f"nodes.{name}.fastpath",
+                f"only routers have a fast path, and {name} is a {node.kind} (drop "
+                "fastpath, or make the node a router)",
+                node.fastpath,
+            )
 
 
 def _check_ip_base(spec: TopologySpec) -> Problems:

@@ -1,0 +1,75 @@
+"""A built network's layer 3: forwarding, routes, static ARP, the fast path of
+routers that ask for one, and the ping tests. :class:`fidelnet.Network` calls these;
+they use only its nodes, spec and run state."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+from fidelnet.topology import routing
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+    from fidelnet.nodes.node import Node
+
+__all__ = ["configure", "ping_pairs", "static_arp"]
+
+
+def configure(net: Network) -> None:
+    """Forwarding, routes and static ARP, once nodes and links exist; then the
+    routers' fast path (:mod:`fidelnet.fastpath`)."""
+    for node in net.nodes.values():
+        node.configure()
+    if net.spec.auto_routes:
+        for name, routes in routing.static_routes(net.spec).items():
+            node = net.nodes[name]
+            batch = []
+            for r in routes:
+                intf = node.intf(r.dev)
+                batch.append((r.dst, r.via, intf.index if intf else None))
+            node.netlink().add_routes(batch)
+    for node in net.nodes.values():
+        if node.spec.default_route:
+            _default_route(node, node.spec.default_route)
+    if net.spec.auto_static_arp:
+        static_arp(net)
+    from fidelnet import fastpath
+
+    fastpath.set_up(net)
+
+
+def _default_route(node: Node, target: str) -> None:
+    nl = node.netlink()
+    try:
+        ipaddress.ip_address(target)
+    except ValueError:
+        intf = node.intf(target)
+        nl.add_route("0.0.0.0/0", index=intf.index if intf else None)
+        return
+    nl.add_route("0.0.0.0/0", gateway=target)
+
+
+def static_arp(net: Network) -> None:
+    """Fill every host's ARP table with every other host's address (Mininet's
+    ``autoStaticArp``)."""
+    hosts = [h for h in net.hosts if h.default_intf() is not None and h.ip]
+    entries = [(h.ip, h.mac) for h in hosts]
+    for h in hosts:
+        d = h.default_intf()
+        assert d is not None
+        for ip, mac in entries:
+            if ip != h.ip and ip and mac:
+                h.netlink().add_neighbour(d.index, ip, mac)
+
+
+def ping_pairs(hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:
+    """Ping between every ordered pair of ``hosts``: which answered."""
+    results: dict[tuple[str, str], bool] = {}
+    for src in hosts:
+        for dst in hosts:
+            if src is dst or not dst.ip:
+                continue
+            _, _, code = src.pexec(["ping", "-c1", f"-W{max(1, round(timeout))}", dst.ip])
+            results[(src.name, dst.name)] = code == 0
+    return results

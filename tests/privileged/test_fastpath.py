@@ -1,0 +1,112 @@
+"""The XDP fast path on a routed line: forwarding by the kernel's FIB in XDP, with
+TTL expiry, ICMP errors and the last hop still the kernel's (traceroute shows
+every hop), data intact, tc-shaped egress left to the stack, runtime changes
+honoured, nothing left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fidelnet import Network
+from fidelnet.bench.line import topology
+from fidelnet.fastpath import stats
+from fidelnet.topology import LinkParams
+
+pytestmark = pytest.mark.privileged
+
+RX = "10.10.3.2"  # the receiver behind three routers
+
+
+def line(fastpath: bool = True) -> Network:
+    spec = topology(3)  # lg - h1 - h2 - h3 - rx, h1..h3 routers
+    if fastpath:
+        spec.fastpath = "xdp"
+    return Network(spec)
+
+
+def test_traceroute_shows_every_hop_and_packets_take_the_fast_path() -> None:
+    with line() as net:
+        out, err, code = net["lg"].pexec(["ping", "-n", "-c", "3", "-W", "2", RX])
+        assert code == 0, out + err
+        out, err, code = net["lg"].pexec(["traceroute", "-n", "-w", "2", "-q", "1", "-m", "8", RX])
+        assert code == 0, out + err
+        hops = [line.split()[1] for line in out.splitlines()[1:]]
+        # Every router answers its TTL expiry; the destination answers the UDP probe
+        # with a port unreachable that crosses the fast path back.
+        assert hops == ["10.10.0.2", "10.10.1.2", "10.10.2.2", RX], out
+        counters = stats(net)
+    assert set(counters) == {"h1", "h2", "h3"}
+    for name, s in counters.items():
+        c = s["counters"]
+        assert isinstance(c, dict)
+        assert c["forwarded"] >= 6, (name, s)  # 3 echo requests + 3 replies at least
+        assert c["ttl_expired"] >= 1, (name, s)  # traceroute's probe for this hop
+        assert s["ports"] == s["interfaces"], s
+
+
+def test_tcp_data_crosses_intact(tmp_path: object) -> None:
+    data = os.urandom(8 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    server_code = (
+        "import hashlib,socket\n"
+        "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "s.bind(('0.0.0.0',5602));s.listen(1);print('ready',flush=True)\n"
+        "c,_=s.accept();h=hashlib.sha256();n=0\n"
+        "while True:\n b=c.recv(1<<20)\n if not b: break\n h.update(b);n+=len(b)\n"
+        "print(h.hexdigest(),n,flush=True)\n"
+    )
+    client_code = (
+        "import socket,sys\n"
+        "c=socket.create_connection((sys.argv[1],5602),timeout=30)\n"
+        "c.sendall(sys.stdin.buffer.read());c.shutdown(socket.SHUT_WR);c.recv(1)\n"
+    )
+    with line() as net:
+        server = net["rx"].popen(
+            [sys.executable, "-c", server_code], stdout=subprocess.PIPE, text=True
+        )
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        client = net["lg"].popen([sys.executable, "-c", client_code, RX], stdin=subprocess.PIPE)
+        client.communicate(data, timeout=60)
+        got, _ = server.communicate(timeout=30)
+        forwarded = stats(net)["h2"]["counters"]
+    assert got.split() == [digest, str(len(data))]
+    assert isinstance(forwarded, dict) and forwarded["forwarded"] > 1000, forwarded
+
+
+def test_a_shaped_egress_is_left_to_the_stack_and_runtime_changes_leave_the_ports() -> None:
+    spec = topology(3)
+    spec.fastpath = "xdp"
+    # h2 -> h3 shaped with tc on h2's egress: h2 must not redirect there.
+    spec.links[2].params_ab = LinkParams(bw=20e6)
+    spec.links[2].backend = "tc"
+    with Network(spec) as net:
+        fp = stats(net)
+        assert "h2-eth1" not in fp["h2"]["ports"], fp["h2"]
+        assert "h2-eth1" in fp["h2"]["left_out"], fp["h2"]
+        srv = net["rx"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+        try:
+            out, err, code = net["lg"].pexec(["iperf3", "-c", RX, "-t", "2", "-J"], timeout=60)
+        finally:
+            srv.wait(timeout=20)
+        assert code == 0, out + err
+        bps = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+        assert bps <= 20e6 * 1.02, bps  # htb's rate holds: the program did not skip it
+        shaped = stats(net)["h2"]["counters"]
+        assert isinstance(shaped, dict) and shaped["egress_shaped"] > 0, shaped
+        # Shaping a plain link at runtime takes its interfaces out of the ports.
+        link = net.links[1]  # h1 - h2, plain veth
+        assert "h1-eth1" in stats(net)["h1"]["ports"]
+        link.set(bw="50Mbit")
+        assert link.backend == "tc"
+        after = stats(net)
+        assert "h1-eth1" not in after["h1"]["ports"] and "h2-eth0" not in after["h2"]["ports"]
+        out, err, code = net["lg"].pexec(["ping", "-n", "-c", "2", "-W", "2", RX])
+        assert code == 0, out + err
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        assert not any(" - bpf " in ln and "fidelnet" in ln for ln in f), "bpffs left mounted"
