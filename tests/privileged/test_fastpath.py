@@ -41,6 +41,10 @@ def test_traceroute_shows_every_hop_and_packets_take_the_fast_path() -> None:
         # with a port unreachable that crosses the fast path back.
         assert hops == ["10.10.0.2", "10.10.1.2", "10.10.2.2", RX], out
         counters = stats(net)
+        # Recorded like every backend choice: in every result's provenance.
+        from fidelnet.measure.provenance import collect
+
+        assert collect(net).backends["fastpath:xdp"] == 3
     assert set(counters) == {"h1", "h2", "h3"}
     for name, s in counters.items():
         c = s["counters"]

@@ -232,6 +232,13 @@ class Monitor:
                     snap.engine = engine.stats()
                 except Exception as exc:
                     self.notes.append(f"engine stats unavailable: {exc}")
+            fast = getattr(net, "fastpath", {})
+            if fast:
+                note = "XDP fast path on " + ", ".join(
+                    f"{name} (ports {', '.join(fp.ports) or 'none'})" for name, fp in fast.items()
+                )
+                if note not in self.notes:
+                    self.notes.append(note)
             for node in list(net):
                 spec = node.spec
                 if getattr(spec, "cpu", None) is None and getattr(spec, "cores", None) is None:

@@ -83,6 +83,8 @@ def collect(
     if net is not None:
         counts = Counter(f"link:{link.backend}" for link in net.links)
         counts.update(f"node:{n.kind}" for n in net)
+        # Routers forwarding in XDP are a backend of their own (docs/fastpath.md).
+        counts.update("fastpath:xdp" for _name in getattr(net, "fastpath", {}))
         backends = dict(sorted(counts.items()))
         topo = topology_hash(net.spec)
         seed = net.seed
