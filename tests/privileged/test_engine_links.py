@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from _servers import start_listening
 
 from fidelnet import Network
 from fidelnet.errors import ValidationError
@@ -85,9 +86,8 @@ def test_random_loss_is_seeded_and_counted() -> None:
 
 
 def _iperf(net: Network, args: list[str]) -> dict[str, Any]:
-    server = net["h2"].popen(["iperf3", "-s", "-1"])
+    server = start_listening(net["h2"], ["iperf3", "-s", "-1"], 5201)
     try:
-        time.sleep(0.3)
         out, err, code = net["h1"].pexec(["iperf3", "-c", H2, "-J", *args])
         assert code == 0, out + err
         result: dict[str, Any] = json.loads(out)

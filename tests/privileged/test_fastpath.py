@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from _servers import start_listening
 
 from fidelnet import Network
 from fidelnet.bench.line import topology
@@ -93,10 +94,13 @@ def test_a_shaped_egress_is_left_to_the_stack_and_runtime_changes_leave_the_port
         fp = stats(net)
         assert "h2-eth1" not in fp["h2"]["ports"], fp["h2"]
         assert "h2-eth1" in fp["h2"]["left_out"], fp["h2"]
-        srv = net["rx"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+        srv = start_listening(net["rx"], ["iperf3", "-s", "-1"], 5201, stdout=subprocess.DEVNULL)
+        out, err, code = "", "", -1
         try:
             out, err, code = net["lg"].pexec(["iperf3", "-c", RX, "-t", "2", "-J"], timeout=60)
         finally:
+            if code != 0:  # a failed client leaves `-s -1` waiting: show why, not a hang
+                srv.kill()
             srv.wait(timeout=20)
         assert code == 0, out + err
         bps = json.loads(out)["end"]["sum_received"]["bits_per_second"]

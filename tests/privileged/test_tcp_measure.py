@@ -11,6 +11,7 @@ import time
 from itertools import pairwise
 
 import pytest
+from _servers import start_listening
 
 from fidelnet import Network
 from fidelnet.errors import MeasurementError
@@ -154,9 +155,8 @@ def test_timeout_names_the_flow_and_stops_every_process() -> None:
 
 def test_port_taken_by_a_server_we_did_not_start() -> None:
     with Network(line10()) as net:
-        other = net["h2"].popen(["iperf3", "-s", "-p", "5201"])
+        other = start_listening(net["h2"], ["iperf3", "-s", "-p", "5201"], 5201)
         try:
-            time.sleep(0.3)
             with pytest.raises(MeasurementError, match="Address already in use"):
                 tcp(net, [("h1", "h2")], duration=3)
         finally:
