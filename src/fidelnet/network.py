@@ -30,13 +30,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from fidelnet import fastpath, l3
-from fidelnet.errors import KernelError, StateError, ValidationError
+from fidelnet.errors import KernelError, StateError, UnsupportedError, ValidationError
 from fidelnet.kernel import cgroups, ns, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, mark_for
 from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
+from fidelnet.links.divert import divert
 from fidelnet.links.drivers import EngineDriver, LinkDriver, TcDriver
 from fidelnet.links.engine import LinkEngine, find_linkd
 from fidelnet.links.engine_params import direction_seed
@@ -398,6 +399,22 @@ class Network:
         """Forwarding, routes, static ARP and the routers' fast path, once nodes and
         links exist (:mod:`fidelnet.l3`)."""
         l3.configure(self)
+
+    def divert_link(self, link: Link, why: str) -> LinkDriver:
+        """The driver for ``link`` once a runtime change needs what its kernel backend
+        cannot do (``why``): the engine, through :func:`fidelnet.links.divert.divert`,
+        unless the link's backend was asked for by name."""
+        requested = link.spec.backend or self.spec.link_backend
+        if requested == "tc":
+            raise UnsupportedError(
+                why,
+                f"{link.where} (backend tc)",
+                "the engine backend does all of this: build the link with backend "
+                "'engine', or leave its backend 'auto' so that it moves to the engine",
+            )
+        find_linkd()
+        self._drivers[id(link.spec)] = driver = divert(self, link, why)
+        return driver
 
     def on_link_change(self, link: Link) -> None:
         """A link got new parameters at runtime (called by :meth:`Link.configure`)."""

@@ -160,14 +160,17 @@ def test_linkd_crash_is_detected_reported_and_cleaned_up() -> None:
     assert net.engine_failure is not None
 
 
-def test_tc_backend_refuses_a_runtime_change_it_cannot_do() -> None:
-    with pair(LinkParams(bw=20e6), backend="auto") as net:
+def test_tc_backend_asked_by_name_refuses_a_runtime_change_it_cannot_do() -> None:
+    # Asked for by name, tc stays tc: the change is refused and the link unchanged.
+    # (Left to 'auto', the link moves onto the engine: test_link_divert.py.)
+    with pair(LinkParams(bw=20e6), backend="tc") as net:
         link = net.links[0]
         assert link.backend == "tc"
         if "netem" in net.kernel_caps():
             pytest.skip("this kernel has sch_netem")
         with pytest.raises(Exception, match="sch_netem.*engine"):
             link.set(delay="5ms")
+        assert link.backend == "tc" and link.params("ab").delay is None
         link.set(bw="5Mbit")  # HTB changes in place
         out, _, _ = net["h1"].pexec(["tc", "class", "show", "dev", "h1-eth0"])
         assert "rate 5Mbit" in out

@@ -18,10 +18,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
-use link_core::Direction;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::signalfd::SignalFd;
@@ -33,138 +32,11 @@ use crate::gso::{self, VnetHdr};
 use crate::log;
 use crate::timing::{Plan, Timing};
 
-/// Size of the reusable receive buffer: 64 KiB plus room for an Ethernet
-/// header, so that even a frame of the largest MTU (65535) fits.
-pub const RECV_BUF: usize = 65_536 + 64;
-
-/// Longest request line accepted; a longer one closes the connection.
-pub const MAX_LINE: usize = 16 << 20;
-
-/// Unsent replies a connection may accumulate before it is dropped (a
-/// client that never reads).
-pub(crate) const MAX_OUTBUF: usize = 64 << 20;
-
-/// Bytes read from one control connection per wakeup, for fairness.
-pub(crate) const CONN_READ_BUDGET: usize = 1 << 20;
-
-/// Names of the directions, indexed like [`Link::dirs`].
-pub(crate) const DIR_NAMES: [&str; 2] = ["ab", "ba"];
-/// Names of the endpoints, indexed like [`Link::ends`].
-pub(crate) const SIDE_NAMES: [&str; 2] = ["a", "b"];
-
-// Epoll tokens: the low two bits say what the descriptor is, the rest is an
-// identifier. Link and connection identifiers are never reused, so a stale
-// event for something closed earlier in the same wakeup finds nothing.
-pub(crate) const KIND_FIXED: u64 = 0;
-pub(crate) const KIND_CONN: u64 = 1;
-pub(crate) const KIND_TAP_A: u64 = 2;
-pub(crate) const TOKEN_LISTENER: u64 = KIND_FIXED;
-pub(crate) const TOKEN_TIMER: u64 = (1 << 2) | KIND_FIXED;
-pub(crate) const TOKEN_SIGNAL: u64 = (2 << 2) | KIND_FIXED;
-
-pub(crate) fn conn_token(id: u64) -> u64 {
-    (id << 2) | KIND_CONN
-}
-
-pub(crate) fn tap_token(link: u64, side: usize) -> u64 {
-    (link << 2) | (KIND_TAP_A + side as u64)
-}
-
-/// Current `CLOCK_MONOTONIC` time in nanoseconds.
-pub fn now_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC is always readable");
-    // Monotonic time is never negative.
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
-}
-
-/// Tunables from the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// Frames read from one endpoint per wakeup.
-    pub batch: usize,
-    /// The longest spin before a deadline (the timer is armed at most this
-    /// far ahead of it); 0: never spin.
-    pub spin_ns: u64,
-    /// Share of each 10 ms window spinning may take, percent.
-    pub spin_budget_pct: u8,
-    /// Queue limit (packets) for directions that set no queue limit;
-    /// `None` leaves such queues unlimited.
-    pub default_queue_packets: Option<u32>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            batch: 64,
-            spin_ns: 0,
-            spin_budget_pct: 20,
-            default_queue_packets: Some(1000),
-        }
-    }
-}
-
-/// One direction of a link with the daemon's own counters.
-pub(crate) struct DirState {
-    pub(crate) dir: Direction,
-    /// Departures the egress endpoint refused (EIO while it is down,
-    /// ENOBUFS, EAGAIN, ...). The frame is lost.
-    pub(crate) write_errors: u64,
-    /// Failed reads from the ingress endpoint.
-    pub(crate) read_errors: u64,
-    /// The deadline entered in the heap for this direction, if any.
-    pub(crate) scheduled: Option<u64>,
-    /// What became of offloaded (super-)frames entering this direction.
-    pub(crate) offload: OffloadCounts,
-}
-
-/// Offloaded frames entering a direction (endpoints with virtio-net headers).
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
-pub(crate) struct OffloadCounts {
-    /// Passed whole (the direction treats every packet alike).
-    pub(crate) whole: u64,
-    /// Cut into wire packets...
-    pub(crate) split: u64,
-    /// ...this many in all.
-    pub(crate) segments: u64,
-    /// Dropped: a header the engine cannot segment (counted, logged).
-    pub(crate) errors: u64,
-}
-
-impl DirState {
-    pub(crate) fn new(dir: Direction) -> Self {
-        Self {
-            dir,
-            write_errors: 0,
-            read_errors: 0,
-            scheduled: None,
-            offload: OffloadCounts::default(),
-        }
-    }
-}
-
-/// An engine link: two endpoints and the two directions between them.
-/// Direction `ab` (index 0) reads from `a` and writes to `b`; `ba` the
-/// reverse, so direction `i` enters at `ends[i]` and leaves at
-/// `ends[1 - i]`.
-pub(crate) struct Link<E> {
-    pub(crate) name: String,
-    pub(crate) ends: [E; 2],
-    pub(crate) dirs: [DirState; 2],
-    /// An endpoint whose read failed for good (e.g. its device was
-    /// destroyed under it) is taken out of the epoll set.
-    pub(crate) gone: [bool; 2],
-}
-
-/// A control connection.
-pub(crate) struct Conn {
-    pub(crate) stream: UnixStream,
-    pub(crate) inbuf: Vec<u8>,
-    pub(crate) outbuf: Vec<u8>,
-    /// The client will send nothing more; close once `outbuf` is sent.
-    pub(crate) eof: bool,
-    pub(crate) interest: EpollFlags,
-}
+pub(crate) use crate::state::{
+    conn_token, tap_token, Conn, DirState, Link, CONN_READ_BUDGET, DIR_NAMES, KIND_CONN,
+    KIND_FIXED, KIND_TAP_A, MAX_OUTBUF, SIDE_NAMES, TOKEN_LISTENER, TOKEN_SIGNAL, TOKEN_TIMER,
+};
+pub use crate::state::{now_ns, Config, MAX_LINE, RECV_BUF};
 
 /// The daemon: every link, every control connection and the event loop.
 pub struct Daemon<O: Opener> {

@@ -9,7 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,7 @@ use nix::sched::{setns, CloneFlags};
 use serde::Deserialize;
 
 use crate::gso::VNET_HDR_LEN;
+use crate::tcx::{self, Way};
 
 /// Longest interface name Linux accepts (`IFNAMSIZ` - 1).
 pub const MAX_IFNAME: usize = 15;
@@ -91,6 +92,15 @@ pub trait Endpoint: AsFd {
     fn header_len(&self) -> usize {
         0
     }
+    /// Where the endpoint was created, when it is a device in a namespace.
+    fn spec(&self) -> Option<&EndpointSpec> {
+        None
+    }
+    /// Keep `guard` (a redirect attached beside this endpoint) until the
+    /// endpoint is dropped.
+    fn hold(&mut self, guard: OwnedFd) {
+        drop(guard);
+    }
 }
 
 /// Creates endpoints.
@@ -106,6 +116,20 @@ pub trait Opener {
     /// Create the endpoint `spec` describes. The error names the problem;
     /// `side` (`"a"` or `"b"`) is the field to blame.
     fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Self::Endpoint, String>;
+    /// Redirect every frame at interface `from` to interface `to`, both in
+    /// the namespace of `at` (see [`crate::tcx`]); the descriptor holds the
+    /// redirect. `side` is the field to blame.
+    fn redirect(
+        &mut self,
+        at: &EndpointSpec,
+        side: &str,
+        from: &str,
+        to: &str,
+        way: Way,
+    ) -> Result<OwnedFd, String> {
+        let _ = (at, from, to, way);
+        Err(format!("{side}: {} endpoints cannot divert", self.kind()))
+    }
 }
 
 /// A TAP device (`IFF_TAP | IFF_NO_PI`): every `read` is one Ethernet frame
@@ -116,6 +140,10 @@ pub struct Tap {
     file: File,
     /// Frames carry a virtio-net header (offloads on).
     vnet: bool,
+    /// Where it was created.
+    spec: Option<EndpointSpec>,
+    /// Redirects that lead traffic to and from it (a diverted link's).
+    held: Vec<OwnedFd>,
 }
 
 impl AsFd for Tap {
@@ -131,6 +159,14 @@ impl Endpoint for Tap {
         } else {
             0
         }
+    }
+
+    fn spec(&self) -> Option<&EndpointSpec> {
+        self.spec.as_ref()
+    }
+
+    fn hold(&mut self, guard: OwnedFd) {
+        self.held.push(guard);
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -235,11 +271,30 @@ impl Opener for TapOpener {
     fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Tap, String> {
         spec.validate(side)?;
         let offload = self.offload;
-        let (tap, got) = self.in_netns(spec.netns.as_deref(), side, || {
+        let (mut tap, got) = self.in_netns(spec.netns.as_deref(), side, || {
             create_tap(&spec.ifname, side, offload)
         })?;
         self.offloads_in_force = got;
+        tap.spec = Some(spec.clone());
         Ok(tap)
+    }
+
+    fn redirect(
+        &mut self,
+        at: &EndpointSpec,
+        side: &str,
+        from: &str,
+        to: &str,
+        way: Way,
+    ) -> Result<OwnedFd, String> {
+        self.in_netns(at.netns.as_deref(), side, || {
+            let index = |name: &str| {
+                nix::net::if_::if_nametoindex(name)
+                    .map_err(|e| format!("{side}: no interface {name:?} in that namespace: {e}"))
+            };
+            tcx::redirect(index(from)?, index(to)?, way)
+                .map_err(|e| format!("{side}: {from} -> {to}: {e}"))
+        })
     }
 }
 
@@ -280,7 +335,15 @@ fn create_tap(ifname: &str, side: &str, offload: bool) -> Result<(Tap, &'static 
     unsafe { tunsetiff(fd, &req) }
         .map_err(|e| format!("{side}.ifname: cannot create TAP device {ifname:?}: {e}"))?;
     if !offload {
-        return Ok((Tap { file, vnet: false }, "off"));
+        return Ok((
+            Tap {
+                file,
+                vnet: false,
+                spec: None,
+                held: Vec::new(),
+            },
+            "off",
+        ));
     }
     // The default virtio-net header size is the 10-byte one used here.
     // SAFETY: TUNSETOFFLOAD takes its argument by value; `fd` is the TAP
@@ -297,7 +360,15 @@ fn create_tap(ifname: &str, side: &str, offload: bool) -> Result<(Tap, &'static 
             ))
         }
     };
-    Ok((Tap { file, vnet: true }, got))
+    Ok((
+        Tap {
+            file,
+            vnet: true,
+            spec: None,
+            held: Vec::new(),
+        },
+        got,
+    ))
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ mod gso;
 mod ops;
 mod protocol;
 mod socket;
+mod state;
+mod tcx;
 mod timing;
 
 use std::fmt;

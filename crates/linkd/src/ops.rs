@@ -9,9 +9,10 @@ use serde_json::{json, Map, Value};
 
 use crate::daemon::now_ns;
 use crate::daemon::{tap_token, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
-use crate::endpoint::{Endpoint, Opener};
+use crate::endpoint::{Endpoint, EndpointSpec, Opener};
 use crate::log;
-use crate::protocol::{AddLink, Request, SetLink};
+use crate::protocol::{AddLink, Divert, Request, SetLink};
+use crate::tcx::Way;
 
 impl<O: Opener> Daemon<O> {
     pub(crate) fn dispatch(&mut self, request: Request) -> Result<Map<String, Value>, String> {
@@ -25,6 +26,7 @@ impl<O: Opener> Daemon<O> {
             Request::AddLink(req) => self.add_link(req),
             Request::SetLink(req) => self.set_link(req),
             Request::SetState { link, up } => self.set_state(&link, up),
+            Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
             Request::Shutdown => {
@@ -105,6 +107,7 @@ impl<O: Opener> Daemon<O> {
                 ends: [a, b],
                 dirs: [DirState::new(ab), DirState::new(ba)],
                 gone: [false; 2],
+                diverted: false,
             },
         );
         self.names.insert(req.link, id);
@@ -158,6 +161,76 @@ impl<O: Opener> Daemon<O> {
             self.schedule(id, i);
         }
         log!("link {name:?} {}", if up { "up" } else { "down" });
+        Ok(Map::new())
+    }
+
+    /// Lead two veth ends' traffic through the link's TAPs, which stand beside
+    /// them (docs/linkd.md, "divert"): what the engine writes into a TAP is
+    /// received on its veth end, what the veth end sends goes into the TAP.
+    /// All four redirects or none; they last as long as the link.
+    fn divert(&mut self, req: Divert) -> Result<Map<String, Value>, String> {
+        let id = self.lookup(&req.link)?;
+        let veths = [req.a, req.b];
+        for (side, veth) in veths.iter().enumerate() {
+            let name = SIDE_NAMES[side];
+            EndpointSpec {
+                netns: None,
+                ifname: veth.clone(),
+            }
+            .validate(name)?;
+        }
+        let link = &self.links[&id];
+        if link.diverted {
+            return Err(format!("link: {:?} is diverted already", req.link));
+        }
+        let mut taps = Vec::new();
+        for (side, end) in link.ends.iter().enumerate() {
+            let spec = end.spec().cloned();
+            taps.push(spec.ok_or_else(|| {
+                format!(
+                    "{}: this endpoint is no device beside a veth",
+                    SIDE_NAMES[side]
+                )
+            })?);
+        }
+        let mut guards = [Vec::new(), Vec::new()];
+        // First the way back into each node, then the switch itself; on an
+        // error the guards drop here and every redirect made goes with them.
+        for side in 0..2 {
+            let tap = &taps[side];
+            let g = self.opener.redirect(
+                tap,
+                SIDE_NAMES[side],
+                &tap.ifname,
+                &veths[side],
+                Way::IngressToIngress,
+            )?;
+            guards[side].push(g);
+        }
+        for side in 0..2 {
+            let tap = &taps[side];
+            let g = self.opener.redirect(
+                tap,
+                SIDE_NAMES[side],
+                &veths[side],
+                &tap.ifname,
+                Way::EgressToEgress,
+            )?;
+            guards[side].push(g);
+        }
+        let link = self.links.get_mut(&id).expect("names and links agree");
+        for (side, gs) in guards.into_iter().enumerate() {
+            for g in gs {
+                link.ends[side].hold(g);
+            }
+        }
+        link.diverted = true;
+        log!(
+            "link {:?} diverted: {} and {} send through it",
+            req.link,
+            veths[0],
+            veths[1]
+        );
         Ok(Map::new())
     }
 

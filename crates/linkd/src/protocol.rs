@@ -18,6 +18,7 @@ pub const OPS: &[&str] = &[
     "add_link",
     "set_link",
     "set_state",
+    "divert",
     "remove_link",
     "stats",
     "shutdown",
@@ -39,6 +40,8 @@ pub enum Request {
         /// The new state.
         up: bool,
     },
+    /// Lead the traffic of two veth ends through the link's TAPs.
+    Divert(Divert),
     /// Destroy a link and its endpoints.
     RemoveLink {
         /// The link's name.
@@ -51,6 +54,18 @@ pub enum Request {
     },
     /// Reply, then close everything and exit.
     Shutdown,
+}
+
+/// Body of a `divert` request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Divert {
+    /// The link whose TAPs stand beside the veth ends.
+    pub link: String,
+    /// The veth end beside endpoint a (in a's namespace).
+    pub a: String,
+    /// The veth end beside endpoint b.
+    pub b: String,
 }
 
 /// Body of an `add_link` request.
@@ -154,6 +169,7 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
         }
         "add_link" => Request::AddLink(body_of(&op, body)?),
         "set_link" => Request::SetLink(body_of(&op, body)?),
+        "divert" => Request::Divert(body_of(&op, body)?),
         "set_state" => {
             let b: SetStateBody = body_of(&op, body)?;
             Request::SetState {

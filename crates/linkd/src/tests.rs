@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::daemon::{now_ns, Config, Daemon};
 use crate::endpoint::{Endpoint, EndpointSpec, Opener};
+use crate::tcx::Way;
 
 /// A fake endpoint; counts itself in `live` while it exists.
 struct Fake {
@@ -21,11 +22,16 @@ struct Fake {
     live: Rc<Cell<usize>>,
     /// Frames carry a virtio-net header.
     vnet: bool,
+    spec: EndpointSpec,
+    /// Redirect guards held (counted in `FakeOpener::held` while held).
+    guards: Vec<OwnedFd>,
+    held: Rc<Cell<usize>>,
 }
 
 impl Drop for Fake {
     fn drop(&mut self) {
         self.live.set(self.live.get() - 1);
+        self.held.set(self.held.get() - self.guards.len());
     }
 }
 
@@ -43,6 +49,13 @@ impl Endpoint for Fake {
             0
         }
     }
+    fn spec(&self) -> Option<&EndpointSpec> {
+        Some(&self.spec)
+    }
+    fn hold(&mut self, guard: OwnedFd) {
+        self.guards.push(guard);
+        self.held.set(self.held.get() + 1);
+    }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.sock.recv(buf)
     }
@@ -50,6 +63,9 @@ impl Endpoint for Fake {
         self.sock.send(frame).map(drop)
     }
 }
+
+/// A redirect the fake opener made: (netns, from, to, way).
+type Redirect = (String, String, String, Way);
 
 /// Hands out fakes; the test side of each is kept under its ifname.
 #[derive(Default, Clone)]
@@ -61,6 +77,11 @@ struct FakeOpener {
     fail: Rc<RefCell<Option<String>>>,
     /// Endpoints carry virtio-net headers.
     vnet: bool,
+    /// Redirects made, in order: (netns, from, to, way).
+    redirects: Rc<RefCell<Vec<Redirect>>>,
+    /// A redirect from this interface fails.
+    fail_redirect: Rc<RefCell<Option<String>>>,
+    held: Rc<Cell<usize>>,
 }
 
 impl Opener for FakeOpener {
@@ -86,7 +107,31 @@ impl Opener for FakeOpener {
             sock: ours,
             live: self.live.clone(),
             vnet: self.vnet,
+            spec: spec.clone(),
+            guards: Vec::new(),
+            held: self.held.clone(),
         })
+    }
+
+    fn redirect(
+        &mut self,
+        at: &EndpointSpec,
+        side: &str,
+        from: &str,
+        to: &str,
+        way: Way,
+    ) -> Result<OwnedFd, String> {
+        if self.fail_redirect.borrow().as_deref() == Some(from) {
+            return Err(format!("{side}: refused by the test"));
+        }
+        let ns = at.netns.as_ref().map(|p| p.display().to_string());
+        self.redirects.borrow_mut().push((
+            ns.unwrap_or_default(),
+            from.to_owned(),
+            to.to_owned(),
+            way,
+        ));
+        Ok(std::fs::File::open("/dev/null").unwrap().into())
     }
 }
 
@@ -591,4 +636,52 @@ fn offloaded_super_frames_pass_whole_or_as_wire_packets() {
     }
     let r = ok(&mut d, json!({"op":"stats","link":"l"}));
     assert_eq!(r["links"]["l"]["ab"]["offload"]["errors"], 1);
+}
+
+#[test]
+fn divert_leads_both_veths_through_the_taps_ingress_first() {
+    let (mut d, o) = daemon();
+    ok(&mut d, add("l", "v0-e", "v1-e", json!({}), json!({})));
+    ok(&mut d, json!({"op":"divert","link":"l","a":"v0","b":"v1"}));
+    let made = o.redirects.borrow().clone();
+    let x = "/run/netns/x".to_owned();
+    let y = "/run/netns/y".to_owned();
+    assert_eq!(
+        made,
+        vec![
+            (x.clone(), "v0-e".into(), "v0".into(), Way::IngressToIngress),
+            (y.clone(), "v1-e".into(), "v1".into(), Way::IngressToIngress),
+            (x, "v0".into(), "v0-e".into(), Way::EgressToEgress),
+            (y, "v1".into(), "v1-e".into(), Way::EgressToEgress),
+        ]
+    );
+    assert_eq!(o.held.get(), 4);
+    let e = error(&mut d, json!({"op":"divert","link":"l","a":"v0","b":"v1"}));
+    assert_eq!(e, "link: \"l\" is diverted already");
+    // The redirects last as long as the link.
+    ok(&mut d, json!({"op":"remove_link","link":"l"}));
+    assert_eq!(o.held.get(), 0);
+}
+
+#[test]
+fn divert_is_all_or_nothing_and_checks_names() {
+    let (mut d, o) = daemon();
+    ok(&mut d, add("l", "v0-e", "v1-e", json!({}), json!({})));
+    let e = error(
+        &mut d,
+        json!({"op":"divert","link":"l","a":"bad/name","b":"v1"}),
+    );
+    assert!(e.starts_with("a.ifname: "), "{e}");
+    let e = error(
+        &mut d,
+        json!({"op":"divert","link":"nope","a":"v0","b":"v1"}),
+    );
+    assert_eq!(e, "link: no link named \"nope\"");
+    *o.fail_redirect.borrow_mut() = Some("v1".to_owned()); // the last one fails
+    let e = error(&mut d, json!({"op":"divert","link":"l","a":"v0","b":"v1"}));
+    assert_eq!(e, "b: refused by the test");
+    assert_eq!(o.held.get(), 0); // the three made went with the error
+    *o.fail_redirect.borrow_mut() = None;
+    ok(&mut d, json!({"op":"divert","link":"l","a":"v0","b":"v1"}));
+    assert_eq!(o.held.get(), 4);
 }

@@ -24,6 +24,8 @@ __all__ = [
     "clear_root",
     "probe_qdisc",
     "qdisc_stats",
+    "redirect_all",
+    "remove_clsact",
     "root_qdisc_drops",
     "set_netem",
     "set_rate",
@@ -34,6 +36,9 @@ HTB_MAX_RATE = (2**32 - 1) * 8  # tc_ratespec.rate is u32 bytes/s without TCA_HT
 _ROOT = 0x10000  # 1:
 _CLASS = 0x10001  # 1:1
 _LEAF = 0x20000  # 2:
+_CLSACT = 0xFFFF0000  # ffff:, the clsact qdisc's handle
+_HOOK = {"ingress": 0xFFFFFFF2, "egress": 0xFFFFFFF3}  # TC_H_CLSACT | TC_H_MIN_{IN,E}GRESS
+_ETH_P_ALL = 0x0003  # pyroute2 puts it in network order
 
 
 def burst_for(rate_bps: float) -> int:
@@ -198,3 +203,48 @@ def probe_qdisc(nl: Netlink, kind: str, index: int = 1) -> bool:
     with contextlib.suppress(NetlinkError):
         nl.ipr.tc("del", kind, index, _ROOT)
     return True
+
+
+def redirect_all(nl: Netlink, index: int, hook: str, to_index: int, to: str) -> None:
+    """Steal every frame at interface ``index``'s ``hook`` (``"ingress"`` or
+    ``"egress"``, a clsact hook, added here when missing) and hand it to interface
+    ``to_index`` of the same namespace, as received there (``to="ingress"``) or
+    transmitted (``to="egress"``): a u32 match-all filter with a mirred redirect. The
+    hook runs before the root qdisc, so what is stolen never queues on ``index``."""
+    if hook not in _HOOK or to not in ("ingress", "egress"):
+        raise KernelError(f"tc redirect on link {index}: hook {hook!r}, to {to!r}")
+    try:
+        nl.ipr.tc("add", "clsact", index, _CLSACT)
+    except NetlinkError as exc:
+        if exc.code != errno.EEXIST:
+            raise KernelError(f"tc clsact on link {index}: {exc}") from exc
+    action = {"kind": "mirred", "direction": to, "action": "redirect", "ifindex": to_index}
+    try:
+        nl.ipr.tc(
+            "add-filter",
+            "u32",
+            index,
+            parent=_HOOK[hook],
+            protocol=_ETH_P_ALL,
+            prio=1,
+            keys=["0x0/0x0+0"],
+            target=0,  # pyroute2 always sends a classid; the redirect decides
+            action=[action],
+        )
+    except NetlinkError as exc:
+        raise KernelError(
+            f"tc {hook} redirect from link {index} to {to} of link {to_index}: {exc}"
+        ) from exc
+    for msg in nl.ipr.get_filters(index=index, parent=_HOOK[hook]):
+        if msg.get_attr("TCA_KIND") == "u32" and msg.get_attr("TCA_OPTIONS") is not None:
+            return
+    raise KernelError(f"tc {hook} redirect on link {index}: filter missing after it was added")
+
+
+def remove_clsact(nl: Netlink, index: int) -> None:
+    """Remove interface ``index``'s clsact qdisc and every filter on it, if any."""
+    try:
+        nl.ipr.tc("del", "clsact", index, _CLSACT)
+    except NetlinkError as exc:
+        if exc.code not in (errno.ENOENT, errno.EINVAL):
+            raise KernelError(f"tc: removing clsact of link {index}: {exc}") from exc

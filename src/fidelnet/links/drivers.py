@@ -49,6 +49,11 @@ class LinkDriver:
         """Apply new full parameters to the directions given (None: unchanged)."""
         raise NotImplementedError
 
+    def gaps(self, ab: LinkParams | None, ba: LinkParams | None) -> list[str]:
+        """What this backend cannot do of the parameters given (nothing, but for tc)."""
+        del ab, ba
+        return []
+
     def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
         for intf in ends:
             intf.node.netlink().set_link(intf.index, state="up" if up else "down")
@@ -80,15 +85,13 @@ class TcDriver(LinkDriver):
         initial: bool = False,
     ) -> None:
         pairs = [(intf, p) for intf, p in zip(ends, (ab, ba), strict=True) if p is not None]
-        shaped = [p for _, p in pairs if not p.is_empty()]
-        caps = self.caps() if shaped else frozenset()
-        gaps = sorted({g for p in shaped for g in tc_gaps(p, caps)})
+        gaps = self.gaps(ab, ba)
         if gaps:
             raise UnsupportedError(
                 "; ".join(gaps),
                 f"{where} (built on the {self.backend} backend)",
-                "the engine backend does all of this; a link keeps the backend it was "
-                "built with, so build it with backend 'engine' to change it this way",
+                "the engine backend does all of this: build the link with backend "
+                "'engine', or leave its backend 'auto' so that it moves to the engine",
             )
         for intf, params in pairs:
             nl = intf.node.netlink()
@@ -99,6 +102,11 @@ class TcDriver(LinkDriver):
             tcshape.apply(nl, intf.index, params, change=not initial)
             if self.choice.backend == "veth":
                 self.choice = Choice("tc", "shaped at runtime")
+
+    def gaps(self, ab: LinkParams | None, ba: LinkParams | None) -> list[str]:
+        shaped = [p for p in (ab, ba) if p is not None and not p.is_empty()]
+        caps = self.caps() if shaped else frozenset()
+        return sorted({g for p in shaped for g in tc_gaps(p, caps)})
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         ab, ba = (tc.qdisc_stats(i.node.netlink(), i.index) for i in ends)

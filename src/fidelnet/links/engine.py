@@ -367,6 +367,11 @@ class LinkEngine:
             fields["ba"] = ba
         self.request("set_link", **fields)
 
+    def divert(self, name: str, a: str, b: str) -> None:
+        """Lead veth ends ``a`` and ``b`` (beside the link's TAPs, in the same
+        namespaces) through link ``name``: tcx redirects held by the daemon."""
+        self.request("divert", link=name, a=a, b=b)
+
     def set_state(self, name: str, up: bool) -> None:
         self.request("set_state", link=name, up=up)
 

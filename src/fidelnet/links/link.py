@@ -3,7 +3,9 @@
 ``link.set(delay="5ms")`` changes both directions (``direction="ab"``, ``"ba"`` or a
 node's name for one: traffic leaving that node); the new values are merged into
 the current ones, checked whole, and applied without emptying the queues. A change
-to a bad value raises and leaves the link as it was. ``link.schedule([(0.5,
+to a bad value raises and leaves the link as it was. A change the link's kernel
+backend cannot do moves a link whose backend was chosen automatically onto the
+engine, keeping its interfaces (:mod:`fidelnet.links.divert`). ``link.schedule([(0.5,
 {"bw": "5Mbit"}), (2.0, "down"), (2.1, "up")])`` follows a timeline from now, on a
 thread; every step is checked before the first one runs. ``down()``/``up()`` take
 both ends down and up (the engine also drops what it holds, counted as ``down``).
@@ -94,6 +96,9 @@ class Link:
                 problems = param_problems(params, f"{self.where}.{key}")
                 if problems:
                     raise problems[0]
+        gaps = self.driver.gaps(ab, ba)
+        if gaps:  # e.g. a delay on a veth link without sch_netem: onto the engine
+            self.driver = self.intf1.node.net.divert_link(self, "; ".join(gaps))
         self.driver.apply((self.intf1, self.intf2), ab, ba, self.where)
         new_ab = ab if ab is not None else self.params("ab")
         new_ba = ba if ba is not None else self.params("ba")
