@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shlex
 import signal
 import threading
 import time
@@ -30,16 +29,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from fidelnet import fastpath, l3
-from fidelnet.errors import KernelError, StateError, UnsupportedError, ValidationError
+from fidelnet.errors import KernelError, StateError, ValidationError
 from fidelnet.kernel import cgroups, ns, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, mark_for
 from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
-from fidelnet.links.divert import divert
+from fidelnet.links.divert import divert_or_refuse
 from fidelnet.links.drivers import EngineDriver, LinkDriver, TcDriver
-from fidelnet.links.engine import LinkEngine, find_linkd
+from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
 from fidelnet.links.engine_params import direction_seed
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
@@ -87,7 +86,7 @@ class Network:
         self._caps: frozenset[str] | None = None
         self._drivers: dict[int, LinkDriver] = {}
         self.engine: LinkEngine | None = None
-        self.engine_args = engine_args if engine_args is not None else _engine_args_from_env()
+        self.engine_args = engine_args if engine_args is not None else engine_args_from_env()
         self.engine_failure: str | None = None
         self.fastpath: dict[str, fastpath.RouterFastPath] = {}
         """The XDP fast path of each router that has one (docs/fastpath.md)."""
@@ -272,7 +271,7 @@ class Network:
     def kernel_caps(self) -> frozenset[str]:
         """The qdiscs the tc backend may use that this kernel has (probed once)."""
         if self._caps is None:
-            self._caps = _kernel_qdiscs(NEEDS_QDISCS)
+            self._caps = tc.kernel_qdiscs(NEEDS_QDISCS)
         return self._caps
 
     def link_driver(self, link: LinkSpec) -> LinkDriver:
@@ -402,18 +401,8 @@ class Network:
 
     def divert_link(self, link: Link, why: str) -> LinkDriver:
         """The driver for ``link`` once a runtime change needs what its kernel backend
-        cannot do (``why``): the engine, through :func:`fidelnet.links.divert.divert`,
-        unless the link's backend was asked for by name."""
-        requested = link.spec.backend or self.spec.link_backend
-        if requested == "tc":
-            raise UnsupportedError(
-                why,
-                f"{link.where} (backend tc)",
-                "the engine backend does all of this: build the link with backend "
-                "'engine', or leave its backend 'auto' so that it moves to the engine",
-            )
-        find_linkd()
-        self._drivers[id(link.spec)] = driver = divert(self, link, why)
+        cannot do (``why``): see :func:`fidelnet.links.divert.divert_or_refuse`."""
+        self._drivers[id(link.spec)] = driver = divert_or_refuse(self, link, why)
         return driver
 
     def on_link_change(self, link: Link) -> None:
@@ -496,24 +485,3 @@ class Network:
 
 def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:
     raise SystemExit(128 + signum)
-
-
-def _engine_args_from_env() -> list[str]:
-    """linkd options from ``FIDELNET_LINKD_ARGS`` (e.g. ``--spin-us 50``), split into
-    an argument list (never run through a shell)."""
-    return shlex.split(os.environ.get("FIDELNET_LINKD_ARGS", ""))
-
-
-def _kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
-    """Probe, in one scratch namespace, which of ``kinds`` the kernel can make."""
-    name = f"fnprobe{os.getpid()}"
-    path = ns.create(name)
-    try:
-        nl = Netlink(path)
-        try:
-            nl.set_link(1, state="up")
-            return frozenset(k for k in kinds if tc.probe_qdisc(nl, k))
-        finally:
-            nl.close()
-    finally:
-        ns.delete(name)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
+from _servers import transfer as send_file
 
 from fidelnet import Network
 from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec
@@ -22,36 +21,6 @@ pytestmark = pytest.mark.privileged
 
 PORT = 5601
 SIZE = 16 << 20  # bytes sent
-
-# A receiver that prints the SHA-256 and length of everything one client sends.
-SERVER = """
-import hashlib, socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-s.listen(1)
-print("ready", flush=True)
-c, _ = s.accept()
-h, n = hashlib.sha256(), 0
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    h.update(b)
-    n += len(b)
-print(h.hexdigest(), n, flush=True)
-"""
-
-# A sender of a file's bytes.
-CLIENT = """
-import socket, sys
-c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
-with open(sys.argv[3], "rb") as f:
-    c.sendall(f.read())
-c.shutdown(socket.SHUT_WR)
-c.recv(1)
-c.close()
-"""
 
 
 def pair(params: LinkParams) -> Network:
@@ -66,26 +35,7 @@ def pair(params: LinkParams) -> Network:
 
 def transfer(net: Network, path: str) -> tuple[str, int]:
     """Send the file at ``path`` from h1 to h2 over TCP; (sha256, bytes) received."""
-    server = net["h2"].popen(
-        [sys.executable, "-c", SERVER, str(PORT)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        assert server.stdout.readline().strip() == "ready"
-        out, err, code = net["h1"].pexec(
-            [sys.executable, "-c", CLIENT, "10.0.0.2", str(PORT), path], timeout=120
-        )
-        assert code == 0, out + err
-        line, serr = server.communicate(timeout=60)
-        digest, n = line.split()
-        return digest, int(n)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+    return send_file(net["h1"], net["h2"], "10.0.0.2", path, PORT)
 
 
 @pytest.fixture(scope="module")

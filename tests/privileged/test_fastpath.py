@@ -9,10 +9,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
-from _servers import start_listening
+from _servers import start_listening, transfer
 
 from fidelnet import Network
 from fidelnet.bench.line import topology
@@ -55,32 +55,15 @@ def test_traceroute_shows_every_hop_and_packets_take_the_fast_path() -> None:
         assert s["ports"] == s["interfaces"], s
 
 
-def test_tcp_data_crosses_intact(tmp_path: object) -> None:
+def test_tcp_data_crosses_intact(tmp_path: Path) -> None:
     data = os.urandom(8 << 20)
+    path = tmp_path / "payload.bin"
+    path.write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
-    server_code = (
-        "import hashlib,socket\n"
-        "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-        "s.bind(('0.0.0.0',5602));s.listen(1);print('ready',flush=True)\n"
-        "c,_=s.accept();h=hashlib.sha256();n=0\n"
-        "while True:\n b=c.recv(1<<20)\n if not b: break\n h.update(b);n+=len(b)\n"
-        "print(h.hexdigest(),n,flush=True)\n"
-    )
-    client_code = (
-        "import socket,sys\n"
-        "c=socket.create_connection((sys.argv[1],5602),timeout=30)\n"
-        "c.sendall(sys.stdin.buffer.read());c.shutdown(socket.SHUT_WR);c.recv(1)\n"
-    )
     with line() as net:
-        server = net["rx"].popen(
-            [sys.executable, "-c", server_code], stdout=subprocess.PIPE, text=True
-        )
-        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        client = net["lg"].popen([sys.executable, "-c", client_code, RX], stdin=subprocess.PIPE)
-        client.communicate(data, timeout=60)
-        got, _ = server.communicate(timeout=30)
+        got = transfer(net["lg"], net["rx"], RX, str(path), 5602)
         forwarded = stats(net)["h2"]["counters"]
-    assert got.split() == [digest, str(len(data))]
+    assert got == (digest, len(data))
     assert isinstance(forwarded, dict) and forwarded["forwarded"] > 1000, forwarded
 
 

@@ -9,11 +9,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
-from _servers import start_listening
+from _servers import start_listening, transfer
 
 from fidelnet import Network
 from fidelnet.bench.line import topology
@@ -85,35 +85,17 @@ def test_a_shaped_link_moves_onto_the_engine_without_losing_a_packet() -> None:
         assert code == 0, out + err
 
 
-def test_tcp_data_crosses_a_diverted_link_intact() -> None:
+def test_tcp_data_crosses_a_diverted_link_intact(tmp_path: Path) -> None:
     data = os.urandom(16 << 20)
+    path = tmp_path / "payload.bin"
+    path.write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
-    server_code = (
-        "import hashlib,socket\n"
-        "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-        "s.bind(('0.0.0.0',5603));s.listen(1);print('ready',flush=True)\n"
-        "c,_=s.accept();h=hashlib.sha256();n=0\n"
-        "while True:\n b=c.recv(1<<20)\n if not b: break\n h.update(b);n+=len(b)\n"
-        "print(h.hexdigest(),n,flush=True)\n"
-    )
-    client_code = (
-        "import socket,sys\n"
-        "c=socket.create_connection((sys.argv[1],5603),timeout=30)\n"
-        "c.sendall(sys.stdin.buffer.read());c.shutdown(socket.SHUT_WR);c.recv(1)\n"
-    )
     with pair() as net:
         link = net.links[0]
         assert link.backend == "veth"
         link.set(delay="2ms", loss="0.5%", seed=1)  # loss: TCP retransmits through it
         assert link.backend == "engine"
-        server = net["h2"].popen(
-            [sys.executable, "-c", server_code], stdout=subprocess.PIPE, text=True
-        )
-        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        client = net["h1"].popen([sys.executable, "-c", client_code, H2], stdin=subprocess.PIPE)
-        client.communicate(data, timeout=90)
-        got, _ = server.communicate(timeout=30)
-        assert got.split() == [digest, str(len(data))]
+        assert transfer(net["h1"], net["h2"], H2, str(path), 5603) == (digest, len(data))
         assert link.stats()["ab"]["drops"]["loss"] > 0
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from typing import Any
 
 from pyroute2.netlink.exceptions import NetlinkError
 
 from fidelnet.errors import KernelError, UnsupportedError
+from fidelnet.kernel import ns
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "burst_for",
     "check_rate",
     "clear_root",
+    "kernel_qdiscs",
     "probe_qdisc",
     "qdisc_stats",
     "redirect_all",
@@ -248,3 +251,18 @@ def remove_clsact(nl: Netlink, index: int) -> None:
     except NetlinkError as exc:
         if exc.code not in (errno.ENOENT, errno.EINVAL):
             raise KernelError(f"tc: removing clsact of link {index}: {exc}") from exc
+
+
+def kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
+    """Probe, in one scratch namespace, which of ``kinds`` the kernel can make."""
+    name = f"fnprobe{os.getpid()}"
+    path = ns.create(name)
+    try:
+        nl = Netlink(path)
+        try:
+            nl.set_link(1, state="up")
+            return frozenset(k for k in kinds if probe_qdisc(nl, k))
+        finally:
+            nl.close()
+    finally:
+        ns.delete(name)

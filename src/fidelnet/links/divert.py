@@ -37,11 +37,12 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from fidelnet.errors import UnsupportedError
 from fidelnet.kernel import ns, tc
 from fidelnet.kernel.state import mark_for
 from fidelnet.links.choice import Choice
 from fidelnet.links.drivers import EngineDriver
-from fidelnet.links.engine import LinkEngine, LinkEngineError
+from fidelnet.links.engine import LinkEngine, LinkEngineError, find_linkd
 from fidelnet.links.engine_params import direction_seed
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.intf import Interface
 
-__all__ = ["DRAIN_S", "divert", "tap_name"]
+__all__ = ["DRAIN_S", "divert", "divert_or_refuse", "tap_name"]
 
 log = logging.getLogger("fidelnet")
 
@@ -62,6 +63,21 @@ def tap_name(intf: Interface) -> str:
     else made from the interface index (unique in its namespace)."""
     name = f"{intf.name}-e"
     return name if len(name) <= 15 else f"fne{intf.index}"
+
+
+def divert_or_refuse(net: Network, link: Link, why: str) -> EngineDriver:
+    """Divert ``link`` (see :func:`divert`) unless its backend was asked for by name:
+    a link built with backend ``tc`` stays on tc, and the change is refused."""
+    requested = link.spec.backend or net.spec.link_backend
+    if requested == "tc":
+        raise UnsupportedError(
+            why,
+            f"{link.where} (backend tc)",
+            "the engine backend does all of this: build the link with backend "
+            "'engine', or leave its backend 'auto' so that it moves to the engine",
+        )
+    find_linkd()
+    return divert(net, link, why)
 
 
 def divert(net: Network, link: Link, why: str) -> EngineDriver:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -35,7 +36,7 @@ from fidelnet.errors import FidelnetError, KernelError
 from fidelnet.kernel import launcher, procfs
 from fidelnet.kernel.state import STATE_DIR, process_start_time
 
-__all__ = ["LinkEngine", "LinkEngineError", "find_linkd"]
+__all__ = ["LinkEngine", "LinkEngineError", "engine_args_from_env", "find_linkd"]
 
 log = logging.getLogger("fidelnet")
 
@@ -89,6 +90,12 @@ low, so threaded interrupt handlers (priority 50) still come first. 0 turns it o
 
 class LinkEngineError(FidelnetError):
     """The link engine daemon failed, refused a request, or died."""
+
+
+def engine_args_from_env() -> list[str]:
+    """linkd options from ``FIDELNET_LINKD_ARGS`` (e.g. ``--spin-us 50``), split into
+    an argument list (never run through a shell)."""
+    return shlex.split(os.environ.get("FIDELNET_LINKD_ARGS", ""))
 
 
 def find_linkd() -> str:
