@@ -7,10 +7,11 @@ its node and applies ``config(**params)``. Addresses, MACs and up/down go
 through netlink; ``ifconfig(*args)`` runs ``ifconfig`` in the node, as in Mininet.
 
 ``TCIntf.config`` reads Mininet's units (``bw=10`` is 10 Mbit/s, ``delay='5ms'``)
-into :class:`~fidelnet.topology.spec.LinkParams`. The link applies them on the
-backend chosen when it was built: the kernel's tc where the kernel can do all that
-is asked, the link engine otherwise (Mininet prints an error when ``sch_netem`` is
-missing and carries on without the delay; fidelnet never drops it silently).
+into :class:`~fidelnet.topology.spec.LinkParams`. The link applies them on its
+backend: the kernel's tc where the kernel can do all that is asked, the link engine
+otherwise, moving a running link onto the engine when a change needs it (Mininet
+prints an error when ``sch_netem`` is missing and carries on without the delay;
+fidelnet never drops it silently).
 
 Names: :class:`Intf`, :class:`TCIntf`, :func:`tc_params`.
 """
