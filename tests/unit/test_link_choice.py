@@ -10,6 +10,7 @@ from fidelnet.topology.spec import GilbertElliott, LinkParams
 
 FULL = frozenset({"htb", "netem", "pfifo", "bfifo"})
 NO_NETEM = frozenset({"htb", "pfifo", "bfifo"})
+BPF = NO_NETEM | {"bpf_loss"}  # this machine: no netem, BPF classifiers
 EMPTY = LinkParams()
 
 
@@ -64,3 +65,25 @@ def test_what_netem_kernels_still_cannot_do(params: LinkParams, needle: str) -> 
 
 def test_jitter_with_reordering_allowed_is_fine_for_netem() -> None:
     assert tc_gaps(LinkParams(delay=0.01, jitter=0.001, reorder=True), FULL) == []
+
+
+def test_random_loss_without_netem_stays_in_the_kernel_as_a_bpf_classifier() -> None:
+    c = choose("auto", LinkParams(bw=100e6, loss=1.0), LinkParams(loss=2.0), BPF, "l")
+    assert c.backend == "tc" and "BPF" in c.reason
+    assert choose("tc", LinkParams(loss=1.0), EMPTY, BPF, "l").backend == "tc"
+    # netem, where the kernel has it, keeps doing loss.
+    assert "BPF" not in choose("auto", LinkParams(loss=1.0), EMPTY, FULL | BPF, "l").reason
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        LinkParams(loss=1.0, delay=0.01),  # the delay needs netem or the engine
+        LinkParams(loss=1.0, seed=3),  # kernel random numbers cannot be seeded
+        LinkParams(loss=1.0, loss_model=GilbertElliott(p=1.0, r=10.0)),
+        LinkParams(loss=1.0, duplicate=1.0),
+    ],
+)
+def test_loss_with_what_bpf_cannot_do_goes_to_the_engine(params: LinkParams) -> None:
+    assert choose("auto", params, EMPTY, BPF, "l").backend == "engine"
+    assert tc_gaps(params, BPF)

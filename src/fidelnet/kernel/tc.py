@@ -16,7 +16,7 @@ from typing import Any
 from pyroute2.netlink.exceptions import NetlinkError
 
 from fidelnet.errors import KernelError, UnsupportedError
-from fidelnet.kernel import ns
+from fidelnet.kernel import bpf, ns
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = [
@@ -28,8 +28,10 @@ __all__ = [
     "probe_qdisc",
     "qdisc_stats",
     "redirect_all",
+    "remove_bpf_filter",
     "remove_clsact",
     "root_qdisc_drops",
+    "set_bpf_filter",
     "set_netem",
     "set_rate",
 ]
@@ -42,6 +44,7 @@ _LEAF = 0x20000  # 2:
 _CLSACT = 0xFFFF0000  # ffff:, the clsact qdisc's handle
 _HOOK = {"ingress": 0xFFFFFFF2, "egress": 0xFFFFFFF3}  # TC_H_CLSACT | TC_H_MIN_{IN,E}GRESS
 _ETH_P_ALL = 0x0003  # pyroute2 puts it in network order
+_BPF_PRIO = 2  # below the mirred redirect (prio 1) of a link moved onto the engine
 
 
 def burst_for(rate_bps: float) -> int:
@@ -208,6 +211,51 @@ def probe_qdisc(nl: Netlink, kind: str, index: int = 1) -> bool:
     return True
 
 
+def _ensure_clsact(nl: Netlink, index: int) -> None:
+    try:
+        nl.ipr.tc("add", "clsact", index, _CLSACT)
+    except NetlinkError as exc:
+        if exc.code != errno.EEXIST:
+            raise KernelError(f"tc clsact on link {index}: {exc}") from exc
+
+
+def set_bpf_filter(nl: Netlink, index: int, prog_fd: int, name: str) -> None:
+    """Run BPF classifier ``prog_fd`` (direct action) on every frame leaving interface
+    ``index``, ahead of its root qdisc; replaces the one set before, in one step."""
+    _ensure_clsact(nl, index)
+    try:
+        nl.ipr.tc(
+            "replace-filter",
+            "bpf",
+            index,
+            handle=1,
+            parent=_HOOK["egress"],
+            protocol=_ETH_P_ALL,
+            prio=_BPF_PRIO,
+            fd=prog_fd,
+            name=name,
+            direct_action=True,
+        )
+    except NetlinkError as exc:
+        raise KernelError(f"tc bpf filter {name} on link {index}: {exc}") from exc
+    for msg in nl.ipr.get_filters(index=index, parent=_HOOK["egress"]):
+        if msg.get_attr("TCA_KIND") == "bpf" and msg.get_attr("TCA_OPTIONS") is not None:
+            return
+    raise KernelError(f"tc bpf filter {name} on link {index}: missing after it was set")
+
+
+def remove_bpf_filter(nl: Netlink, index: int) -> None:
+    """Remove the BPF classifier :func:`set_bpf_filter` set, if there is one."""
+    try:
+        nl.ipr.tc(
+            "del-filter", "bpf", index, parent=_HOOK["egress"], protocol=_ETH_P_ALL,
+            prio=_BPF_PRIO,
+        )  # fmt: skip
+    except NetlinkError as exc:
+        if exc.code not in (errno.ENOENT, errno.EINVAL):
+            raise KernelError(f"tc: removing the bpf filter of link {index}: {exc}") from exc
+
+
 def redirect_all(nl: Netlink, index: int, hook: str, to_index: int, to: str) -> None:
     """Steal every frame at interface ``index``'s ``hook`` (``"ingress"`` or
     ``"egress"``, a clsact hook, added here when missing) and hand it to interface
@@ -216,11 +264,7 @@ def redirect_all(nl: Netlink, index: int, hook: str, to_index: int, to: str) -> 
     hook runs before the root qdisc, so what is stolen never queues on ``index``."""
     if hook not in _HOOK or to not in ("ingress", "egress"):
         raise KernelError(f"tc redirect on link {index}: hook {hook!r}, to {to!r}")
-    try:
-        nl.ipr.tc("add", "clsact", index, _CLSACT)
-    except NetlinkError as exc:
-        if exc.code != errno.EEXIST:
-            raise KernelError(f"tc clsact on link {index}: {exc}") from exc
+    _ensure_clsact(nl, index)
     action = {"kind": "mirred", "direction": to, "action": "redirect", "ifindex": to_index}
     try:
         nl.ipr.tc(
@@ -254,15 +298,34 @@ def remove_clsact(nl: Netlink, index: int) -> None:
 
 
 def kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
-    """Probe, in one scratch namespace, which of ``kinds`` the kernel can make."""
+    """Probe, in one scratch namespace, which of ``kinds`` the kernel can make: qdisc
+    kinds, and ``"bpf_loss"`` for random loss by a BPF classifier (:mod:`.bpf`)."""
     name = f"fnprobe{os.getpid()}"
     path = ns.create(name)
     try:
         nl = Netlink(path)
         try:
             nl.set_link(1, state="up")
-            return frozenset(k for k in kinds if probe_qdisc(nl, k))
+            found = {k for k in kinds if k != "bpf_loss" and probe_qdisc(nl, k)}
+            if "bpf_loss" in kinds and _probe_bpf_loss(nl):
+                found.add("bpf_loss")
+            return frozenset(found)
         finally:
             nl.close()
     finally:
         ns.delete(name)
+
+
+def _probe_bpf_loss(nl: Netlink) -> bool:
+    try:
+        fd = bpf.load(bpf.loss_program(0.5))
+    except KernelError:
+        return False
+    try:
+        set_bpf_filter(nl, 1, fd, "fidelnet_probe")
+    except KernelError:
+        return False
+    finally:
+        os.close(fd)
+    remove_clsact(nl, 1)
+    return True

@@ -19,12 +19,14 @@ from fidelnet.errors import UnsupportedError
 from fidelnet.kernel.tc import HTB_MAX_RATE
 from fidelnet.topology.spec import LinkParams
 
-__all__ = ["NEEDS_QDISCS", "Choice", "choose", "tc_gaps"]
+__all__ = ["NEEDS_QDISCS", "Choice", "bpf_loss", "choose", "tc_gaps"]
 
 Backend = Literal["veth", "tc", "engine"]
 
-NEEDS_QDISCS: tuple[str, ...] = ("htb", "netem", "pfifo", "bfifo")
-"""The qdiscs the tc backend may use; probed once per run when a link needs shaping."""
+NEEDS_QDISCS: tuple[str, ...] = ("htb", "netem", "pfifo", "bfifo", "bpf_loss")
+"""What the tc backend may use, probed once per run when a link needs shaping: its
+qdiscs, and ``bpf_loss``, random loss by a BPF classifier where there is no netem
+(:func:`bpf_loss`)."""
 
 _NETEM_FIELDS = ("delay", "jitter", "loss", "duplicate", "corrupt")
 
@@ -37,10 +39,18 @@ class Choice:
     reason: str
 
 
+def bpf_loss(params: LinkParams, caps: frozenset[str]) -> bool:
+    """Whether the tc backend does ``params``' loss with a BPF classifier: random loss
+    on a kernel without netem but with BPF (:mod:`fidelnet.kernel.bpf`)."""
+    return bool(params.loss) and "netem" not in caps and "bpf_loss" in caps
+
+
 def tc_gaps(params: LinkParams, caps: frozenset[str]) -> list[str]:
     """What the tc backend cannot do for ``params`` on a kernel with ``caps``."""
     gaps: list[str] = []
     netem = [f for f in _NETEM_FIELDS if getattr(params, f)]
+    if bpf_loss(params, caps):
+        netem.remove("loss")
     if netem and "netem" not in caps:
         gaps.append(f"{', '.join(netem)} need sch_netem, which this kernel lacks")
     if params.bw is not None and params.bw > HTB_MAX_RATE:
@@ -85,5 +95,7 @@ def choose(
     if empty:
         return Choice("veth", "nothing asked of the link")
     if not gaps:
+        if bpf_loss(ab, caps) or bpf_loss(ba, caps):
+            return Choice("tc", "the kernel can do all that is asked (loss by a BPF classifier)")
         return Choice("tc", "the kernel can do all that is asked")
     return Choice("engine", "tc cannot: " + "; ".join(gaps))

@@ -160,3 +160,4 @@ def _drain_and_clear(intf: Interface) -> None:
             break
         time.sleep(0.005)
     tc.clear_root(nl, intf.index)
+    tc.remove_bpf_filter(nl, intf.index)  # a random loss of the tc backend's

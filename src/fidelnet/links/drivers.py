@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fidelnet.errors import UnsupportedError
-from fidelnet.kernel import tc
+from fidelnet.errors import KernelError, UnsupportedError
+from fidelnet.kernel import nic, tc
 from fidelnet.links import tcshape
-from fidelnet.links.choice import Choice, tc_gaps
+from fidelnet.links.choice import Choice, bpf_loss, tc_gaps
 from fidelnet.links.engine import LinkEngine
 from fidelnet.links.engine_params import direction_seed, to_engine
 from fidelnet.topology.spec import LinkParams
@@ -74,6 +74,7 @@ class TcDriver(LinkDriver):
     def __init__(self, choice: Choice, caps: Callable[[], frozenset[str]]) -> None:
         super().__init__(choice)
         self.caps = caps  # probed on first need: a bare veth link may never ask
+        self._whole_packets: set[int] = set()  # interfaces with segmentation off
 
     def apply(
         self,
@@ -98,8 +99,17 @@ class TcDriver(LinkDriver):
             if params.is_empty():
                 if not initial:
                     tc.clear_root(nl, intf.index)
+                    tc.remove_bpf_filter(nl, intf.index)
                 continue
-            tcshape.apply(nl, intf.index, params, change=not initial)
+            in_bpf = bpf_loss(params, self.caps())
+            if in_bpf and intf.index not in self._whole_packets:
+                # Loss acts on each frame: the device must get wire packets, not
+                # super-frames (a stolen 64 KiB frame would be 45 packets lost).
+                out, err, code = intf.node.pexec(nic.segmentation_off_argv(intf.name))
+                if code != 0:
+                    raise KernelError(f"{where}: {intf}: segmentation off: {(out + err)[:200]}")
+                self._whole_packets.add(intf.index)
+            tcshape.apply(nl, intf.index, params, change=not initial, bpf_loss=in_bpf)
             if self.choice.backend == "veth":
                 self.choice = Choice("tc", "shaped at runtime")
 

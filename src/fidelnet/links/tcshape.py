@@ -7,15 +7,18 @@ Delay, jitter, loss, duplicate and corrupt: netem, below the HTB class when ther
 a rate, else at the root. netem's own limit counts the packets it delays as well as
 those waiting, so it is raised by the packets one bandwidth-delay product holds
 (Mininet's fixed limit drops packets in flight on long fat links). Everything is
-read back after it is set. :func:`fidelnet.links.choice.tc_gaps` has already refused
-what this backend cannot do.
+read back after it is set. Random loss on a kernel without netem: a BPF classifier
+ahead of the root qdisc (:mod:`fidelnet.kernel.bpf`), the sending device's
+segmentation off so that it acts on wire packets. :func:`fidelnet.links.choice.
+tc_gaps` has already refused what this backend cannot do.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from fidelnet.kernel import tc
+from fidelnet.kernel import bpf, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.topology.spec import LinkParams
 
@@ -26,14 +29,15 @@ DEFAULT_QUEUE = 1000
 _MTU_FRAME = 1514
 
 
-def netem_options(params: LinkParams) -> dict[str, Any] | None:
-    """pyroute2's netem keywords for ``params``, or None when it needs no netem."""
+def netem_options(params: LinkParams, bpf_loss: bool = False) -> dict[str, Any] | None:
+    """pyroute2's netem keywords for ``params``, or None when it needs no netem.
+    ``bpf_loss``: the loss is a BPF classifier's, not netem's."""
     opts: dict[str, Any] = {}
     if params.delay:
         opts["delay"] = round(params.delay * 1e6)
     if params.jitter:
         opts["jitter"] = round(params.jitter * 1e6)
-    if params.loss:
+    if params.loss and not bpf_loss:
         opts["loss"] = params.loss
     if params.duplicate:
         opts["duplicate"] = params.duplicate
@@ -49,11 +53,22 @@ def netem_options(params: LinkParams) -> dict[str, Any] | None:
     return opts
 
 
-def apply(nl: Netlink, index: int, params: LinkParams, *, change: bool = False) -> None:
+def apply(
+    nl: Netlink, index: int, params: LinkParams, *, change: bool = False, bpf_loss: bool = False
+) -> None:
     """Shape interface ``index``'s egress as ``params`` asks. ``change=True`` alters
     an existing shaping in place where the structure allows it (an HTB rate change
-    keeps its queue); otherwise the root is replaced."""
-    netem = netem_options(params)
+    keeps its queue); otherwise the root is replaced. ``bpf_loss``: the loss is a
+    BPF classifier ahead of the root qdisc (replaced in one step on a change)."""
+    netem = netem_options(params, bpf_loss)
+    if bpf_loss and params.loss:
+        fd = bpf.load(bpf.loss_program(params.loss / 100))
+        try:
+            tc.set_bpf_filter(nl, index, fd, "fidelnet_loss")
+        finally:
+            os.close(fd)
+    elif change:
+        tc.remove_bpf_filter(nl, index)
     if change and not _same_structure(nl, index, params, netem):
         change = False
     if not change:
