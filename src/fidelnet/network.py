@@ -402,7 +402,9 @@ class Network:
     def divert_link(self, link: Link, why: str) -> LinkDriver:
         """The driver for ``link`` once a runtime change needs what its kernel backend
         cannot do (``why``): see :func:`fidelnet.links.divert.divert_or_refuse`."""
+        old = self._drivers[id(link.spec)]
         self._drivers[id(link.spec)] = driver = divert_or_refuse(self, link, why)
+        old.close()
         return driver
 
     def on_link_change(self, link: Link) -> None:
@@ -464,6 +466,8 @@ class Network:
         self.nodes.clear()
         self.links.clear()
         self._realized.clear()
+        for driver in self._drivers.values():
+            driver.close()
         self._drivers.clear()
         self._restore_handlers()
         with contextlib.suppress(Exception):

@@ -10,11 +10,12 @@ one driver per backend.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError, UnsupportedError
-from fidelnet.kernel import nic, tc
+from fidelnet.kernel import bpf, nic, tc
 from fidelnet.links import tcshape
 from fidelnet.links.choice import Choice, bpf_loss, tc_gaps
 from fidelnet.links.engine import LinkEngine
@@ -66,6 +67,11 @@ class LinkDriver:
 
     def remove(self) -> None:
         """Forget the link's backend state before its interfaces are deleted."""
+        self.close()
+
+    def close(self) -> None:
+        """Release what the driver holds in this process (the run is ending, or the
+        link moved to another driver)."""
 
 
 class TcDriver(LinkDriver):
@@ -74,7 +80,9 @@ class TcDriver(LinkDriver):
     def __init__(self, choice: Choice, caps: Callable[[], frozenset[str]]) -> None:
         super().__init__(choice)
         self.caps = caps  # probed on first need: a bare veth link may never ask
-        self._whole_packets: set[int] = set()  # interfaces with segmentation off
+        # Keyed by (node, interface index): indexes repeat across namespaces.
+        self._whole_packets: set[tuple[str, int]] = set()  # segmentation off
+        self._counters: dict[tuple[str, int], int] = {}  # BPF loss counter maps
 
     def apply(
         self,
@@ -102,14 +110,22 @@ class TcDriver(LinkDriver):
                     tc.remove_bpf_filter(nl, intf.index)
                 continue
             in_bpf = bpf_loss(params, self.caps())
-            if in_bpf and intf.index not in self._whole_packets:
+            key = (intf.node.name, intf.index)
+            if in_bpf and key not in self._whole_packets:
                 # Loss acts on each frame: the device must get wire packets, not
                 # super-frames (a stolen 64 KiB frame would be 45 packets lost).
                 out, err, code = intf.node.pexec(nic.segmentation_off_argv(intf.name))
                 if code != 0:
                     raise KernelError(f"{where}: {intf}: segmentation off: {(out + err)[:200]}")
-                self._whole_packets.add(intf.index)
-            tcshape.apply(nl, intf.index, params, change=not initial, bpf_loss=in_bpf)
+                self._whole_packets.add(key)
+            counter = None
+            if in_bpf:
+                counter = self._counters.get(key)
+                if counter is None:
+                    counter = self._counters[key] = bpf.counter()
+            tcshape.apply(
+                nl, intf.index, params, change=not initial, bpf_loss=in_bpf, counter_fd=counter
+            )
             if self.choice.backend == "veth":
                 self.choice = Choice("tc", "shaped at runtime")
 
@@ -119,8 +135,19 @@ class TcDriver(LinkDriver):
         return sorted({g for p in shaped for g in tc_gaps(p, caps)})
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
-        ab, ba = (tc.qdisc_stats(i.node.netlink(), i.index) for i in ends)
-        return {"backend": self.backend, "ab": {"qdiscs": ab}, "ba": {"qdiscs": ba}}
+        out: dict[str, Any] = {"backend": self.backend}
+        for key, intf in zip(("ab", "ba"), ends, strict=True):
+            d: dict[str, Any] = {"qdiscs": tc.qdisc_stats(intf.node.netlink(), intf.index)}
+            counter = self._counters.get((intf.node.name, intf.index))
+            if counter is not None:  # random loss by BPF: what it took, as the engine's
+                d["drops"] = {"loss": bpf.read_counter(counter)}
+            out[key] = d
+        return out
+
+    def close(self) -> None:
+        for fd in self._counters.values():
+            os.close(fd)
+        self._counters.clear()
 
 
 class EngineDriver(LinkDriver):

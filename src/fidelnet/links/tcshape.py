@@ -54,15 +54,22 @@ def netem_options(params: LinkParams, bpf_loss: bool = False) -> dict[str, Any] 
 
 
 def apply(
-    nl: Netlink, index: int, params: LinkParams, *, change: bool = False, bpf_loss: bool = False
+    nl: Netlink,
+    index: int,
+    params: LinkParams,
+    *,
+    change: bool = False,
+    bpf_loss: bool = False,
+    counter_fd: int | None = None,
 ) -> None:
     """Shape interface ``index``'s egress as ``params`` asks. ``change=True`` alters
     an existing shaping in place where the structure allows it (an HTB rate change
     keeps its queue); otherwise the root is replaced. ``bpf_loss``: the loss is a
-    BPF classifier ahead of the root qdisc (replaced in one step on a change)."""
+    BPF classifier ahead of the root qdisc (replaced in one step on a change) that
+    counts what it takes in ``counter_fd`` (:func:`fidelnet.kernel.bpf.counter`)."""
     netem = netem_options(params, bpf_loss)
     if bpf_loss and params.loss:
-        fd = bpf.load(bpf.loss_program(params.loss / 100))
+        fd = bpf.load(bpf.loss_program(params.loss / 100, counter_fd))
         try:
             tc.set_bpf_filter(nl, index, fd, "fidelnet_loss")
         finally:
