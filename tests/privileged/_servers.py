@@ -5,10 +5,13 @@ transfer whose SHA-256 the receiver reports (data integrity across a link)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fidelnet.kernel import procfs
@@ -86,3 +89,12 @@ def transfer(src: Any, dst: Any, dst_ip: str, path: str, port: int = 5601) -> tu
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def payload_file(directory: Path, size: int) -> tuple[str, tuple[str, int]]:
+    """Write ``size`` random bytes to a file in ``directory``: (its path, the
+    (sha256, length) that :func:`transfer` must report for it)."""
+    data = os.urandom(size)
+    path = directory / "payload.bin"
+    path.write_bytes(data)
+    return str(path), (hashlib.sha256(data).hexdigest(), size)

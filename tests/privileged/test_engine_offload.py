@@ -5,13 +5,12 @@ equals that of what was sent."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
 from typing import Any
 
 import pytest
+from _servers import payload_file
 from _servers import transfer as send_file
 
 from fidelnet import Network
@@ -40,10 +39,8 @@ def transfer(net: Network, path: str) -> tuple[str, int]:
 
 @pytest.fixture(scope="module")
 def payload(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    path = tmp_path_factory.mktemp("offload") / "payload.bin"
-    data = os.urandom(SIZE)
-    path.write_bytes(data)
-    return str(path), hashlib.sha256(data).hexdigest()
+    path, (digest, _) = payload_file(tmp_path_factory.mktemp("offload"), SIZE)
+    return path, digest
 
 
 def offload(net: Network) -> dict[str, Any]:

@@ -5,14 +5,12 @@ honoured, nothing left behind."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from _servers import start_listening, transfer
+from _servers import payload_file, start_listening, transfer
 
 from fidelnet import Network
 from fidelnet.bench.line import topology
@@ -56,14 +54,11 @@ def test_traceroute_shows_every_hop_and_packets_take_the_fast_path() -> None:
 
 
 def test_tcp_data_crosses_intact(tmp_path: Path) -> None:
-    data = os.urandom(8 << 20)
-    path = tmp_path / "payload.bin"
-    path.write_bytes(data)
-    digest = hashlib.sha256(data).hexdigest()
+    path, expected = payload_file(tmp_path, 8 << 20)
     with line() as net:
-        got = transfer(net["lg"], net["rx"], RX, str(path), 5602)
+        got = transfer(net["lg"], net["rx"], RX, path, 5602)
         forwarded = stats(net)["h2"]["counters"]
-    assert got == (digest, len(data))
+    assert got == expected
     assert isinstance(forwarded, dict) and forwarded["forwarded"] > 1000, forwarded
 
 

@@ -4,16 +4,14 @@ keeps its interfaces, addresses, routes, bridge ports and traffic."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from _servers import start_listening, transfer
+from _servers import payload_file, start_listening, transfer
 
 from fidelnet import Network
 from fidelnet.bench.line import topology
@@ -86,16 +84,13 @@ def test_a_shaped_link_moves_onto_the_engine_without_losing_a_packet() -> None:
 
 
 def test_tcp_data_crosses_a_diverted_link_intact(tmp_path: Path) -> None:
-    data = os.urandom(16 << 20)
-    path = tmp_path / "payload.bin"
-    path.write_bytes(data)
-    digest = hashlib.sha256(data).hexdigest()
+    path, expected = payload_file(tmp_path, 16 << 20)
     with pair() as net:
         link = net.links[0]
         assert link.backend == "veth"
         link.set(delay="2ms", loss="0.5%", seed=1)  # loss: TCP retransmits through it
         assert link.backend == "engine"
-        assert transfer(net["h1"], net["h2"], H2, str(path), 5603) == (digest, len(data))
+        assert transfer(net["h1"], net["h2"], H2, path, 5603) == expected
         assert link.stats()["ab"]["drops"]["loss"] > 0
 
 
