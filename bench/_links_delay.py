@@ -34,6 +34,7 @@ from fidelnet.topology import LinkParams
 # -- delay ----------------------------------------------------------------------------
 
 DELAYS = (0.001, 0.010, 0.050)
+ENDPOINTS = ("af_xdp", "tap")  # af_xdp: what auto takes for a link with delay
 DELAY_GOAL_P50_US = 20.0
 DELAY_GOAL_P999_US = 200.0
 
@@ -41,14 +42,13 @@ DELAY_GOAL_P999_US = 200.0
 def target_delay(ctx: Ctx) -> dict[str, Any]:
     count = 1000 if ctx.args.quick else 5000
     interval = 0.001
-    pairs = [
-        Pair("veth (stack)", "veth", LinkParams(), LinkParams()),
-        Pair("engine delay 0", "engine", LinkParams(), LinkParams()),
-    ] + [
-        Pair(f"engine delay {d * 1e3:g} ms", "engine", LinkParams(delay=d), LinkParams(delay=d))
-        for d in DELAYS
-    ]
-    delays = [0.0, 0.0, *DELAYS]
+    pairs = [Pair("veth (stack)", "veth", LinkParams(), LinkParams())]
+    delays = [0.0]
+    for kind in ENDPOINTS:
+        for d in (0.0, *DELAYS):
+            p = LinkParams(delay=d) if d else LinkParams()
+            pairs.append(Pair(f"engine {kind} delay {d * 1e3:g} ms", "engine", p, p, kind))
+            delays.append(d)
     runs: list[dict[str, Any]] = []
     with Network(pairs_spec(pairs, ctx.args.seed)) as net:
         for i, (p, d) in enumerate(zip(pairs, delays, strict=True), 1):
@@ -97,18 +97,24 @@ def target_delay(ctx: Ctx) -> dict[str, Any]:
                     "link_stats": stats,
                 }
             )
-    veth, floor = runs[0], runs[1]
+    veth = runs[0]
+    floors = {
+        p.endpoint: r for p, r in zip(pairs, runs, strict=True) if p.endpoint and not r["delay_s"]
+    }
     rows = []
-    for r in runs:
+    for p, r in zip(pairs, runs, strict=True):
         ref = ""
         ok: bool | None = None
+        floor = floors.get(p.endpoint)
+        r["endpoint"] = p.endpoint
         if r is veth:
             what = "RTT (unshaped veth: the stack's own)"
         elif r is floor:
-            what = "RTT (engine, delay 0: its own floor)"
+            what = f"RTT ({p.endpoint}, delay 0: the engine's floor)"
             ref = f"veth p50 {veth['err_p50_us']:.1f} p99.9 {veth['err_p999_us']:.1f}"
         else:
-            what = f"RTT 2 x {r['delay_s'] * 1e3:g} ms"
+            assert floor is not None
+            what = f"RTT 2 x {r['delay_s'] * 1e3:g} ms ({p.endpoint})"
             ok = r["err_p50_us"] <= DELAY_GOAL_P50_US and r["err_p999_us"] <= DELAY_GOAL_P999_US
             ref = (
                 f"floor p50 {floor['err_p50_us']:.1f} p99.9 {floor['err_p999_us']:.1f}; "

@@ -156,6 +156,7 @@ class Pair:
     backend: str  # "engine", "tc", or "veth" (nothing asked of the link)
     ab: LinkParams
     ba: LinkParams
+    endpoint: str | None = None  # an engine link's endpoint; None: auto
 
 
 def pairs_spec(pairs: Sequence[Pair], seed: int) -> TopologySpec:
@@ -165,6 +166,7 @@ def pairs_spec(pairs: Sequence[Pair], seed: int) -> TopologySpec:
         spec.add_node(NodeSpec(f"b{i}", ip=f"10.0.{i}.2/24"))
         link = LinkSpec(f"a{i}", f"b{i}", params_ab=p.ab, params_ba=p.ba)
         link.backend = "auto" if p.backend == "veth" else p.backend  # type: ignore[assignment]
+        link.endpoint = p.endpoint  # type: ignore[assignment]
         spec.add_link(link)
     return spec
 

@@ -37,9 +37,9 @@ from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
 from fidelnet.links.divert import divert_or_refuse
-from fidelnet.links.drivers import EngineDriver, LinkDriver, TcDriver
+from fidelnet.links.drivers import LinkDriver, TcDriver
 from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
-from fidelnet.links.engine_params import direction_seed
+from fidelnet.links.engine_link import XskBudget, add_engine_link
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.topology import addressing
@@ -84,6 +84,7 @@ class Network:
         self._fabric: str | None = None
         self._fabric_nl: Netlink | None = None
         self._caps: frozenset[str] | None = None
+        self.xsk_budget = XskBudget()  # memory the run's AF_XDP links pin
         self._drivers: dict[int, LinkDriver] = {}
         self.engine: LinkEngine | None = None
         self.engine_args = engine_args if engine_args is not None else engine_args_from_env()
@@ -335,7 +336,8 @@ class Network:
         intf_classes: tuple[type[Interface], type[Interface]] = (Interface, Interface),
     ) -> tuple[Interface, Interface]:
         """Create ``link`` (ports and names assigned) on its backend: a veth pair (tc
-        shapes it) or two TAP devices of the link engine. Bring both ends up with
+        shapes it) or an engine link (TAP devices, or veth pairs with AF_XDP sockets:
+        :mod:`fidelnet.links.engine_link`). Bring both ends up with
         their MACs and addresses and attach them to their nodes."""
         choice = self._choose(link, f"link {link.a}-{link.b}")
         na, nb = self.nodes[link.a], self.nodes[link.b]
@@ -344,27 +346,18 @@ class Network:
         nla, nlb = na.netlink(), nb.netlink()
         where = f"link {link.a}-{link.b}"
         ab, ba = link.direction(link.a), link.direction(link.b)
-        name = f"{link.a}:{link.a_intf}"
         driver: LinkDriver
         with contextlib.ExitStack() as owned:
             for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
                 if node.netns is None:
                     owned.enter_context(self._owning("link", ifname=ifname))
             if choice.backend == "engine":
-                engine = self.link_engine()
-                driver = EngineDriver(choice, engine, name, direction_seed(self.seed, name))
-                engine.add_link(
-                    name,
-                    (na.netns or ns.own_path(), link.a_intf),
-                    (nb.netns or ns.own_path(), link.b_intf),
-                    driver.engine_params(ab, "ab", f"{where}.ab"),
-                    driver.engine_params(ba, "ba", f"{where}.ba"),
-                )
+                driver = add_engine_link(self, link, choice, where)
                 ia = nla.index(link.a_intf)
             else:
                 driver = TcDriver(choice, self.kernel_caps)
                 ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
-        self.state_record("info", link=name, **driver.describe())
+        self.state_record("info", link=f"{link.a}:{link.a_intf}", **driver.describe())
         self._drivers[id(link)] = driver
         ib = nlb.index(link.b_intf)
         intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)

@@ -28,6 +28,7 @@ def pair(params: LinkParams) -> Network:
     spec.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
     link = LinkSpec("h1", "h2", params_ab=params, params_ba=LinkParams())
     link.backend = "engine"
+    link.endpoint = "tap"  # offloads are the TAP endpoint's (AF_XDP carries wire frames)
     spec.add_link(link)
     return Network(spec)
 

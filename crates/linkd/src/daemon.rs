@@ -290,7 +290,14 @@ impl<O: Opener> Daemon<O> {
             match link.ends[side].recv(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    let now = now_ns();
+                    let read = now_ns();
+                    // The kernel's arrival stamp where the endpoint has one
+                    // (never later than now; a stamp more than a second old
+                    // is not believed).
+                    let now = match link.ends[side].rx_stamp() {
+                        Some(t) if t <= read && read - t < 1_000_000_000 => t,
+                        _ => read,
+                    };
                     let frame = &self.buf[..n];
                     let st = &mut link.dirs[side];
                     pushed = true;
@@ -427,6 +434,9 @@ fn release<E: Endpoint>(link: &mut Link<E>, i: usize) -> usize {
                 );
             }
         }
+    }
+    if sent > 0 {
+        link.ends[1 - i].flush();
     }
     sent
 }

@@ -3,25 +3,45 @@
 //! The daemon only needs three things of an endpoint: a file descriptor to
 //! wait on, a non-blocking "read one frame" and a "write one frame". Those
 //! are the [`Endpoint`] trait; an [`Opener`] creates endpoints from the
-//! [`EndpointSpec`] of a control request. The only implementation is
-//! [`TapOpener`] (TAP devices); the unit tests substitute datagram socket
-//! pairs, and an AF_PACKET-on-veth endpoint would slot in the same way.
+//! [`EndpointSpec`] of a control request. [`KernelOpener`] makes the two
+//! real kinds: TAP devices ([`Tap`]) and AF_XDP sockets on veth ends
+//! ([`crate::xsk::Xsk`]); the unit tests substitute datagram socket pairs.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nix::errno::Errno;
-use nix::sched::{setns, CloneFlags};
 use serde::Deserialize;
 
 use crate::gso::VNET_HDR_LEN;
-use crate::tcx::{self, Way};
+use crate::tcx::Way;
 
 /// Longest interface name Linux accepts (`IFNAMSIZ` - 1).
 pub const MAX_IFNAME: usize = 15;
+
+/// What an endpoint is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    /// A TAP device the daemon creates under the spec's name.
+    #[default]
+    Tap,
+    /// An AF_XDP socket (and XDP program) on the existing veth end the spec
+    /// names; see [`crate::xsk`].
+    AfXdp,
+}
+
+impl EndpointKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tap => "tap",
+            Self::AfXdp => "af_xdp",
+        }
+    }
+}
 
 /// Where an endpoint lives: a network namespace and an interface name.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -31,8 +51,12 @@ pub struct EndpointSpec {
     /// daemon's own namespace.
     #[serde(default)]
     pub netns: Option<PathBuf>,
-    /// Name of the interface to create in that namespace.
+    /// Name of the interface to create (a TAP) or to attach to (AF_XDP) in
+    /// that namespace.
     pub ifname: String,
+    /// The endpoint's kind; TAP when absent.
+    #[serde(default)]
+    pub kind: EndpointKind,
 }
 
 impl EndpointSpec {
@@ -84,8 +108,21 @@ impl EndpointSpec {
 pub trait Endpoint: AsFd {
     /// Read one frame into `buf`, returning its length.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
-    /// Write one frame.
+    /// Write one frame (or queue it until [`Endpoint::flush`]).
     fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// Hand over whatever `send` queued; called after each batch of
+    /// departures.
+    fn flush(&mut self) {}
+    /// When the frame `recv` returned last reached the kernel
+    /// (CLOCK_MONOTONIC ns), if the endpoint knows; otherwise the daemon
+    /// stamps it as it reads it.
+    fn rx_stamp(&self) -> Option<u64> {
+        None
+    }
+    /// Figures of the endpoint's own, for `stats` (JSON object), if any.
+    fn counters(&self) -> Option<serde_json::Value> {
+        None
+    }
     /// Bytes of the endpoint's own header in front of every frame read and
     /// written: [`crate::gso::VNET_HDR_LEN`] for a TAP device with offloads,
     /// 0 otherwise.
@@ -109,6 +146,10 @@ pub trait Opener {
     type Endpoint: Endpoint;
     /// Name of the endpoint kind, reported by `hello` (`"tap"`).
     fn kind(&self) -> &'static str;
+    /// Every endpoint kind it can open, reported by `hello`.
+    fn kinds(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// The segmentation offloads its endpoints use, reported by `hello`.
     fn offloads(&self) -> &'static str {
         "off"
@@ -141,7 +182,7 @@ pub struct Tap {
     /// Frames carry a virtio-net header (offloads on).
     vnet: bool,
     /// Where it was created.
-    spec: Option<EndpointSpec>,
+    pub(crate) spec: Option<EndpointSpec>,
     /// Redirects that lead traffic to and from it (a diverted link's).
     held: Vec<OwnedFd>,
 }
@@ -203,105 +244,14 @@ const OFFLOADS: libc::c_uint = libc::TUN_F_CSUM
 const OFFLOADS_NO_USO: libc::c_uint =
     libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
 
-/// Creates TAP devices, each in the network namespace its spec names.
-#[derive(Debug)]
-pub struct TapOpener {
-    /// The daemon's own network namespace, returned to after each creation.
-    home: File,
-    /// Open devices with virtio-net headers and segmentation offloads.
-    offload: bool,
-    /// What the last device accepted: "tso+uso", "tso" or "off".
-    offloads_in_force: &'static str,
-}
-
-impl TapOpener {
-    /// Remember the current network namespace (the daemon's); `offload`:
-    /// create devices with segmentation offloads.
-    pub fn new(offload: bool) -> io::Result<Self> {
-        let home = File::open("/proc/thread-self/ns/net")?;
-        Ok(Self {
-            home,
-            offload,
-            offloads_in_force: if offload { "tso+uso" } else { "off" },
-        })
-    }
-
-    /// Run `f` inside the network namespace `netns` (or the current one),
-    /// then return to the daemon's own namespace.
-    ///
-    /// `setns` changes the namespace of the calling thread only; the daemon
-    /// is single-threaded, so nothing else observes the switch.
-    fn in_netns<T>(
-        &self,
-        netns: Option<&Path>,
-        side: &str,
-        f: impl FnOnce() -> Result<T, String>,
-    ) -> Result<T, String> {
-        let Some(path) = netns else { return f() };
-        let target = File::open(path)
-            .map_err(|e| format!("{side}.netns: cannot open {}: {e}", path.display()))?;
-        setns(&target, CloneFlags::CLONE_NEWNET).map_err(|e| match e {
-            Errno::EINVAL => format!(
-                "{side}.netns: {} is not a network namespace",
-                path.display()
-            ),
-            e => format!("{side}.netns: cannot enter {}: {e}", path.display()),
-        })?;
-        let result = f();
-        if let Err(e) = setns(&self.home, CloneFlags::CLONE_NEWNET) {
-            // Carrying on in the wrong namespace would create every later
-            // device in the wrong place: stop (the panic exits non-zero).
-            panic!("cannot return to the daemon's network namespace: {e}");
-        }
-        result
-    }
-}
-
-impl Opener for TapOpener {
-    type Endpoint = Tap;
-
-    fn kind(&self) -> &'static str {
-        "tap"
-    }
-
-    fn offloads(&self) -> &'static str {
-        self.offloads_in_force
-    }
-
-    fn open(&mut self, spec: &EndpointSpec, side: &str) -> Result<Tap, String> {
-        spec.validate(side)?;
-        let offload = self.offload;
-        let (mut tap, got) = self.in_netns(spec.netns.as_deref(), side, || {
-            create_tap(&spec.ifname, side, offload)
-        })?;
-        self.offloads_in_force = got;
-        tap.spec = Some(spec.clone());
-        Ok(tap)
-    }
-
-    fn redirect(
-        &mut self,
-        at: &EndpointSpec,
-        side: &str,
-        from: &str,
-        to: &str,
-        way: Way,
-    ) -> Result<OwnedFd, String> {
-        self.in_netns(at.netns.as_deref(), side, || {
-            let index = |name: &str| {
-                nix::net::if_::if_nametoindex(name)
-                    .map_err(|e| format!("{side}: no interface {name:?} in that namespace: {e}"))
-            };
-            tcx::redirect(index(from)?, index(to)?, way)
-                .map_err(|e| format!("{side}: {from} -> {to}: {e}"))
-        })
-    }
-}
-
 /// Create TAP device `ifname` in the current network namespace, with
 /// virtio-net headers and segmentation offloads when `offload`; returns the
 /// offloads in force.
-fn create_tap(ifname: &str, side: &str, offload: bool) -> Result<(Tap, &'static str), String> {
+pub(crate) fn create_tap(
+    ifname: &str,
+    side: &str,
+    offload: bool,
+) -> Result<(Tap, &'static str), String> {
     // TUNSETIFF on the name of an existing *persistent* TAP device attaches
     // to it instead of creating a new one, and closing would then leave it
     // behind: insist on a fresh name.
@@ -379,6 +329,7 @@ mod tests {
         EndpointSpec {
             netns: netns.map(PathBuf::from),
             ifname: ifname.to_owned(),
+            kind: EndpointKind::Tap,
         }
     }
 

@@ -6,16 +6,19 @@
 //! leaves. It is driven over a unix control socket, one JSON object per
 //! line. See `docs/linkd.md` for the protocol and the design.
 
+mod bpf;
 mod control;
 mod daemon;
 mod endpoint;
 mod gso;
+mod opener;
 mod ops;
 mod protocol;
 mod socket;
 mod state;
 mod tcx;
 mod timing;
+mod xsk;
 
 use std::fmt;
 use std::io::Write;
@@ -27,7 +30,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::daemon::{Config, Daemon};
-use crate::endpoint::TapOpener;
+use crate::opener::KernelOpener;
 
 /// Write one line to stderr, prefixed with the program's name. A broken
 /// stderr is ignored: logging must never stop the daemon.
@@ -162,7 +165,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     // Timer expiries are not deferred to coalesce wakeups.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("cannot set the timer slack: {e}"))?;
 
-    let opener = TapOpener::new(cli.offload == "on")
+    let opener = KernelOpener::new(cli.offload == "on")
         .map_err(|e| format!("cannot open the own network namespace: {e}"))?;
     let config = Config {
         batch: cli.batch as usize,

@@ -21,6 +21,7 @@ impl<O: Opener> Daemon<O> {
                 "version": env!("CARGO_PKG_VERSION"),
                 "pid": std::process::id(),
                 "endpoint": self.opener.kind(),
+                "endpoint_kinds": self.opener.kinds(),
                 "offloads": self.opener.offloads(),
             }))),
             Request::AddLink(req) => self.add_link(req),
@@ -69,6 +70,15 @@ impl<O: Opener> Daemon<O> {
         req.b.validate("b")?;
         if req.a == req.b {
             return Err("b: the same endpoint as a".to_owned());
+        }
+        if req.a.kind != req.b.kind {
+            // A TAP's frames carry a virtio-net header and may be
+            // super-frames; an AF_XDP socket's are plain wire frames.
+            return Err(format!(
+                "b.kind: {:?}, but a.kind is {:?}: both ends of a link are the same kind",
+                req.b.kind.name(),
+                req.a.kind.name()
+            ));
         }
         // Everything that can be checked is checked before anything is
         // created.
@@ -176,6 +186,7 @@ impl<O: Opener> Daemon<O> {
             EndpointSpec {
                 netns: None,
                 ifname: veth.clone(),
+                kind: Default::default(),
             }
             .validate(name)?;
         }
@@ -274,6 +285,15 @@ impl<O: Opener> Daemon<O> {
                     serde_json::to_value(st.offload).unwrap_or(Value::Null),
                 );
                 entry.insert(DIR_NAMES[i].to_owned(), Value::Object(s));
+            }
+            let ends: Map<String, Value> = link
+                .ends
+                .iter()
+                .zip(SIDE_NAMES)
+                .filter_map(|(end, side)| Some((side.to_owned(), end.counters()?)))
+                .collect();
+            if !ends.is_empty() {
+                entry.insert("endpoints".to_owned(), Value::Object(ends));
             }
             links.insert(link.name.clone(), Value::Object(entry));
         }

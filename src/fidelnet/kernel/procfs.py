@@ -9,6 +9,7 @@ __all__ = [
     "cpu_pressure_us",
     "cpu_times",
     "loaded_modules",
+    "mem_available_bytes",
     "module_loaded",
     "process_cpu_s",
     "steal_and_total_s",
@@ -122,3 +123,15 @@ def sched_policy(pid: int) -> tuple[str, int] | None:
     except (OSError, ValueError, IndexError):
         return None
     return _POLICIES.get(policy, f"policy {policy}"), rt_priority
+
+
+def mem_available_bytes(path: str = "/proc/meminfo") -> int | None:
+    """``MemAvailable`` in bytes, or None when the kernel does not report it."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

@@ -18,6 +18,7 @@ from fidelnet.errors import KernelError, UnsupportedError
 from fidelnet.kernel import bpf, nic, tc
 from fidelnet.links import tcshape
 from fidelnet.links.choice import Choice, bpf_loss, tc_gaps
+from fidelnet.links.endpoints import EndpointChoice
 from fidelnet.links.engine import LinkEngine
 from fidelnet.links.engine_params import direction_seed, to_engine
 from fidelnet.topology.spec import LinkParams
@@ -153,11 +154,19 @@ class TcDriver(LinkDriver):
 class EngineDriver(LinkDriver):
     """A link carried by the run's link engine daemon."""
 
-    def __init__(self, choice: Choice, engine: LinkEngine, name: str, seed: int) -> None:
+    def __init__(
+        self,
+        choice: Choice,
+        engine: LinkEngine,
+        name: str,
+        seed: int,
+        endpoint: EndpointChoice | None = None,
+    ) -> None:
         super().__init__(choice)
         self.engine = engine
         self.name = name
         self.seed = seed
+        self.endpoint = endpoint or EndpointChoice("tap", "moved at runtime beside a veth")
 
     def engine_params(self, params: LinkParams, direction: str, where: str) -> dict[str, Any]:
         seed = params.seed if params.seed is not None else self.seed
@@ -190,7 +199,13 @@ class EngineDriver(LinkDriver):
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "engine_link": self.name, "seed": self.seed}
+        return {
+            **super().describe(),
+            "engine_link": self.name,
+            "seed": self.seed,
+            "endpoint": self.endpoint.kind,
+            "endpoint_reason": self.endpoint.reason,
+        }
 
     def remove(self) -> None:
         if self.engine.alive():

@@ -354,14 +354,17 @@ class LinkEngine:
         b: tuple[str, str],
         ab: dict[str, Any],
         ba: dict[str, Any],
+        *,
+        kind: str = "tap",
     ) -> None:
-        """Create the link's two TAP endpoints (``(netns path, ifname)`` each)."""
+        """Create the link's two endpoints (``(netns path, ifname)`` each): TAP
+        devices of that name, or AF_XDP sockets on those existing veth ends."""
         self._links += 1
         self.request(
             "add_link",
             link=name,
-            a={"netns": a[0], "ifname": a[1]},
-            b={"netns": b[0], "ifname": b[1]},
+            a={"netns": a[0], "ifname": a[1], "kind": kind},
+            b={"netns": b[0], "ifname": b[1], "kind": kind},
             ab=ab,
             ba=ba,
         )

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = [
+    "ENGINE_ENDPOINTS",
     "JITTER_DISTS",
     "LINK_BACKENDS",
     "NODE_KINDS",
     "QUEUE_KINDS",
+    "EngineEndpoint",
     "GilbertElliott",
     "JitterDist",
     "LinkBackend",
@@ -48,6 +50,8 @@ QueueKind = Literal["droptail", "hifi"]
 QUEUE_KINDS: tuple[str, ...] = ("droptail", "hifi")
 LinkBackend = Literal["auto", "tc", "engine"]
 LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine")
+EngineEndpoint = Literal["auto", "tap", "af_xdp"]
+ENGINE_ENDPOINTS: tuple[str, ...] = ("auto", "tap", "af_xdp")
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,8 @@ class LinkSpec:
     params_ba: LinkParams | None = None
     key: str | None = None  # distinguishes parallel links between the same pair
     backend: LinkBackend | None = None  # None: the topology's link_backend
+    # How an engine link's frames reach linkd; None: the topology's engine_endpoint
+    endpoint: EngineEndpoint | None = None
 
     def direction(self, src: str) -> LinkParams:
         """Parameters for traffic leaving ``src`` (``a`` or ``b``) onto this link."""
@@ -161,6 +167,7 @@ class TopologySpec:
     auto_static_arp: bool = False
     auto_routes: bool = False  # install shortest-path static routes between routed nodes
     link_backend: LinkBackend = "auto"  # default for links that do not choose
+    engine_endpoint: EngineEndpoint = "auto"  # default for engine links that do not choose
     seed: int | None = None  # seeds every link without its own; None: random, recorded
     fastpath: FastPath | None = None  # every router's fast path, unless it sets its own
 

@@ -42,6 +42,7 @@ from fidelnet.topology.addressing import (
     plan_ports,
 )
 from fidelnet.topology.spec import (
+    ENGINE_ENDPOINTS,
     FASTPATHS,
     JITTER_DISTS,
     LINK_BACKENDS,
@@ -140,6 +141,13 @@ def _check_link_backend(spec: TopologySpec) -> Problems:
     if spec.link_backend not in LINK_BACKENDS:
         yield ValidationError(
             "link_backend", "unknown link backend", spec.link_backend, list(LINK_BACKENDS)
+        )
+    if spec.engine_endpoint not in ENGINE_ENDPOINTS:
+        yield ValidationError(
+            "engine_endpoint",
+            "unknown engine endpoint",
+            spec.engine_endpoint,
+            list(ENGINE_ENDPOINTS),
         )
 
 
@@ -242,6 +250,21 @@ def _check_links(spec: TopologySpec) -> Problems:
             yield ValidationError(
                 f"{where}.backend", "unknown link backend", link.backend, list(LINK_BACKENDS)
             )
+        if link.endpoint is not None:
+            if link.endpoint not in ENGINE_ENDPOINTS:
+                yield ValidationError(
+                    f"{where}.endpoint",
+                    "unknown engine endpoint",
+                    link.endpoint,
+                    list(ENGINE_ENDPOINTS),
+                )
+            elif link.endpoint != "auto" and (link.backend or spec.link_backend) == "tc":
+                yield ValidationError(
+                    f"{where}.endpoint",
+                    "an endpoint applies to engine links, and this link's backend is tc "
+                    "(drop endpoint, or choose backend 'engine' or 'auto')",
+                    link.endpoint,
+                )
 
 
 def _known_choices(spec: TopologySpec) -> tuple[str, list[str]]:
