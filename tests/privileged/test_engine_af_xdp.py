@@ -71,6 +71,7 @@ def test_a_delayed_link_gets_af_xdp_and_the_kernel_stamps_every_frame() -> None:
             assert ends[side]["stamped"] >= 32
             assert ends[side]["unstamped"] == 0
         assert stats["ab"]["rx_packets"] == ends["a"]["stamped"]
+        assert stats["ab"]["ingress_drops"] == 0 and stats["ba"]["ingress_drops"] == 0
         # The choice is in the run state with the backend's.
         with open(f"/run/fidelnet/{net.run_id}.jsonl", encoding="utf-8") as f:
             records = [json.loads(line) for line in f if line.strip()]

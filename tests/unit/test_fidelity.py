@@ -193,6 +193,17 @@ def test_kernel_drops() -> None:
     assert v.level == "untrusted" and "300" in v.reasons[0].message
 
 
+def test_engine_ingress_drops_are_kernel_drops() -> None:
+    """An AF_XDP endpoint's full ring drops frames before linkd reads them: the
+    engine did not keep up, which no interface counter shows."""
+    eng = _engine(0.010, 10_000).model_copy(update={"drops_ingress": 500})
+    v = judge(UDP, _record(engine=[eng]))
+    assert v.level == "untrusted", v.reasons
+    (r,) = [r for r in v.reasons if r.code == "kernel_drops"]
+    assert "engine link" in r.message and "ingress 500" in r.message
+    assert judge(UDP, _record(engine=[_engine(0.010, 10_000)])).level == "trusted"
+
+
 def test_timer_probe_uses_profile() -> None:
     timer = TimerProbe(period_s=0.01, count=300, p50_ns=80_000, p99_ns=2_000_000, max_ns=4_000_000)
     assert judge(UDP, _record(timer=timer)).level == "degraded"

@@ -119,6 +119,11 @@ pub trait Endpoint: AsFd {
     fn rx_stamp(&self) -> Option<u64> {
         None
     }
+    /// Frames the kernel dropped at this endpoint before the daemon read
+    /// them (its queue towards the daemon was full).
+    fn ingress_drops(&self) -> u64 {
+        0
+    }
     /// Figures of the endpoint's own, for `stats` (JSON object), if any.
     fn counters(&self) -> Option<serde_json::Value> {
         None

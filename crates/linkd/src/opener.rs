@@ -56,16 +56,35 @@ impl Endpoint for KernelEndpoint {
         }
     }
 
+    fn ingress_drops(&self) -> u64 {
+        match self {
+            Self::Tap(_) => 0, // a TAP's full queue counts as its interface's tx_dropped
+            Self::Xsk { xsk, .. } => {
+                let k = xsk.kernel_stats();
+                // A frame with no fill-ring buffer counts in rx_dropped and
+                // again in the fill ring's empty count: not added twice.
+                k.rx_ring_full + k.rx_dropped
+            }
+        }
+    }
+
     fn counters(&self) -> Option<serde_json::Value> {
         match self {
             Self::Tap(_) => None,
-            Self::Xsk { xsk, .. } => Some(serde_json::json!({
-                "kind": "af_xdp",
-                "xdp_mode": xsk.mode,
-                "stamped": xsk.counters.stamped,
-                "unstamped": xsk.counters.unstamped,
-                "tx_full": xsk.counters.tx_full,
-            })),
+            Self::Xsk { xsk, .. } => {
+                let k = xsk.kernel_stats();
+                Some(serde_json::json!({
+                    "kind": "af_xdp",
+                    "xdp_mode": xsk.mode,
+                    "stamped": xsk.counters.stamped,
+                    "unstamped": xsk.counters.unstamped,
+                    "tx_full": xsk.counters.tx_full,
+                    "rx_ring_full": k.rx_ring_full,
+                    "rx_dropped": k.rx_dropped,
+                    "rx_fill_ring_empty": k.rx_fill_ring_empty_descs,
+                    "tx_invalid": k.tx_invalid_descs,
+                }))
+            }
         }
     }
 

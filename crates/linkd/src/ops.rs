@@ -279,6 +279,10 @@ impl<O: Opener> Daemon<O> {
                     Err(e) => fields(json!({ "model_error": e.to_string() })),
                 };
                 s.insert("write_errors".to_owned(), st.write_errors.into());
+                s.insert(
+                    "ingress_drops".to_owned(),
+                    link.ends[i].ingress_drops().into(),
+                );
                 s.insert("read_errors".to_owned(), st.read_errors.into());
                 s.insert(
                     "offload".to_owned(),

@@ -226,15 +226,20 @@ def _throttle(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
 
 
 def _kernel_drops(rec: MonitorRecord, obs: Observation, th: Thresholds) -> Iterator[Reason]:
-    total = sum(d.rx_dropped + d.tx_dropped + d.qdisc_dropped for d in rec.interfaces)
+    places = [
+        (f"{d.node}:{d.intf}", d.rx_dropped + d.tx_dropped + d.qdisc_dropped)
+        for d in rec.interfaces
+    ] + [
+        (f"engine link {e.link} {e.direction} ingress", e.drops_ingress)
+        for e in rec.engine
+        if e.drops_ingress > 0
+    ]
+    total = sum(n for _, n in places)
     if total <= 0:
         return
     ratio = total / obs.packets if obs.packets else 1.0
     level: Level = "untrusted" if ratio >= th.kernel_drops_untrusted_ratio else "degraded"
-    where = ", ".join(
-        f"{d.node}:{d.intf} {d.rx_dropped + d.tx_dropped + d.qdisc_dropped}"
-        for d in rec.interfaces[:4]
-    )
+    where = ", ".join(f"{w} {n}" for w, n in places[:4])
     yield Reason(
         code="kernel_drops",
         level=level,

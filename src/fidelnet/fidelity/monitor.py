@@ -384,6 +384,8 @@ class Monitor:
                         drops_loss=int(db.get("loss", 0)) - int(da.get("loss", 0)),
                         drops_down=int(db.get("down", 0)) - int(da.get("down", 0)),
                         queue_limit=qlimit,
+                        drops_ingress=int(sb.get("ingress_drops", 0))
+                        - int(sa.get("ingress_drops", 0)),
                     )
                 )
         return out

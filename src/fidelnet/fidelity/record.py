@@ -79,6 +79,9 @@ class EngineDirection(_Model):
     drops_loss: int
     drops_down: int
     queue_limit: int | None = None
+    # Frames the kernel dropped before linkd read them (an AF_XDP endpoint's full
+    # ring): the engine did not keep up.
+    drops_ingress: int = 0
 
 
 class InterfaceDrops(_Model):

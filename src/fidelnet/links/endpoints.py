@@ -45,9 +45,9 @@ MAX_FRAME = 1792
 """Largest frame (Ethernet header included) an AF_XDP endpoint carries: a 2 KiB
 UMEM chunk less the kernel's 256-byte headroom (crates/linkd/src/xsk.rs)."""
 
-LINK_MEMORY = 2 * 2 * 512 * 2048
-"""Pinned bytes per AF_XDP link: two endpoints, each with 512 receive and 512
-transmit frames of 2 KiB."""
+LINK_MEMORY = 2 * (2048 + 512) * 2048
+"""Pinned bytes per AF_XDP link (10 MiB): two endpoints, each with 2048 receive and
+512 transmit frames of 2 KiB (crates/linkd/src/xsk.rs)."""
 
 MEMORY_SHARE = 0.10
 """At most this share of MemAvailable goes to AF_XDP links; past it, ``auto`` takes
