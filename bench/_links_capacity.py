@@ -58,13 +58,14 @@ def target_capacity(ctx: Ctx) -> dict[str, Any]:
         Pair("one engine link, af_xdp", "engine", LinkParams(), LinkParams(), "af_xdp"),
     ]
     spec = pairs_spec(pairs, ctx.args.seed)
-    paths = [(p.label, f"a{i}", f"b{i}", f"10.0.{i}.2") for i, p in enumerate(pairs, 1)]
+    paths = [(p.label, f"a{i}", f"b{i}", f"10.0.{i}.2", high) for i, p in enumerate(pairs, 1)]
     for tag, kind in ((90, "tap"), (91, "af_xdp")):
         src, dst, ip = chain_spec(spec, CHAIN, tag, kind)
-        paths.append((f"{CHAIN} engine links, {kind}", src, dst, ip))
+        # a lower ceiling: the search's resolution is 1 % of it
+        paths.append((f"{CHAIN} engine links, {kind}", src, dst, ip, high / 4))
     results = []
     with Network(spec) as net:
-        for label, src, dst, ip in paths:
+        for label, src, dst, ip, ceiling in paths:
             print(f"# capacity: {label}", flush=True)
             linkd = net.engine.pid if net.engine is not None else None
             cpu0, t0 = proc_cpu_s(linkd), time.monotonic()
@@ -74,7 +75,7 @@ def target_capacity(ctx: Ctx) -> dict[str, Any]:
                 dst,
                 dst_addr=ip,
                 mode="gso",
-                high_pps=high,
+                high_pps=ceiling,
                 max_trials=trials,
                 monitor=False,
             )
