@@ -144,3 +144,37 @@ def test_removing_the_link_takes_the_xdp_program_off() -> None:
         net.engine.remove_link(net.links[0].driver.name)  # type: ignore[union-attr]
         assert not xdp_attached(net, "h1", "h1-eth0-x")
         assert not xdp_attached(net, "h2", "h2-eth0-x")
+
+
+def test_a_saturated_engine_leaves_sched_fifo_and_returns_when_calm(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 kpps of 64-byte frames saturate linkd on this machine. At SCHED_FIFO it
+    would starve the receiver on its core (before the guard: 68-84k of 400k frames
+    lost in the receiver's socket buffer, linkd having delivered them); the guard
+    takes it to SCHED_OTHER while busy and back once calm."""
+    from fidelnet.kernel import procfs
+    from fidelnet.links.engine import REALTIME_PRIORITY
+    from fidelnet.measure.packets import udp
+
+    monkeypatch.setenv("FIDELNET_STATE_DIR", str(tmp_path))  # no profile: the default
+    with pair(LinkParams(delay=0.001), endpoint="af_xdp") as net:
+        engine = net.engine
+        assert engine is not None and engine.pid is not None
+        assert procfs.sched_policy(engine.pid) == ("SCHED_FIFO", REALTIME_PRIORITY)
+        before = engine.realtime()
+        assert before["guard"] is True and before["demotions"] == 0, before
+        r = udp(net, "h1", "h2", 200_000, size=64, duration=2.0, mode="gso")
+        during = engine.realtime()
+        assert during["demotions"] >= 1, during
+        assert r.socket_drops <= 0.01 * r.sent, (r.socket_drops, r.sent, during)
+        # The run's monitor record says so.
+        assert r.monitor is not None
+        assert r.monitor.engine_demotions >= 1, r.monitor.notes
+        assert any("left SCHED_FIFO" in n for n in r.monitor.notes)
+        # Calm: after 10 windows of little work the loop is real-time again.
+        assert rtts(net, 3, 0.1)
+        after = engine.realtime()
+        assert after["promotions"] >= 1 and after["policy"] == f"SCHED_FIFO {REALTIME_PRIORITY}"
+        assert procfs.sched_policy(engine.pid) == ("SCHED_FIFO", REALTIME_PRIORITY)
+        assert after["errors"] == 0, after

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -483,3 +484,55 @@ def test_timer_p99_is_never_one_of_the_two_worst_wakeups() -> None:
     mon._late_ns = [100_000] * 70 + [2_000_000] * 10  # a trend, not a hiccup
     probe = mon._timer_probe(0.0, 2.0)
     assert probe is not None and probe.p99_ns == 2_000_000
+
+
+class _RtEngine:
+    """A link engine whose real-time guard demotes between two snapshots."""
+
+    scheduling = "SCHED_FIFO 10"
+    scheduling_reason = "default"
+    release = "timer only"
+    offloads = "off"
+
+    def __init__(self) -> None:
+        self.reports = [
+            {"demotions": 2, "demoted_ns": 1_000_000_000},
+            {"demotions": 5, "demoted_ns": 1_750_000_000},
+        ]
+
+    def stats(self) -> dict[str, object]:
+        return {}
+
+    def realtime(self) -> dict[str, object]:
+        return self.reports.pop(0)
+
+
+class _RtNet:
+    links: list[object] = []
+
+    def __init__(self) -> None:
+        self.engine = _RtEngine()
+
+    def __iter__(self) -> Iterator[object]:
+        return iter([])
+
+
+def test_engine_demotions_in_the_window_are_recorded() -> None:
+    from fidelnet.fidelity.monitor import Monitor
+
+    mon = Monitor(_RtNet())  # type: ignore[arg-type]
+    mon._t0 = 0.0
+    mon.begin()
+    mon.end()
+    rec = mon.record()
+    assert rec.engine_demotions == 3
+    assert rec.engine_demoted_s == 0.75
+    assert any("left SCHED_FIFO 3 time(s)" in n and "0.750 s" in n for n in rec.notes)
+
+
+def test_no_demotion_no_note() -> None:
+    from fidelnet.fidelity.monitor import _demotions
+
+    assert _demotions({}, {}) == (0, 0.0)
+    same = {"demotions": 1, "demoted_ns": 5}
+    assert _demotions(same, same) == (0, 0.0)

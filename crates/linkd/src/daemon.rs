@@ -30,6 +30,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use crate::endpoint::{Endpoint, Opener};
 use crate::gso::{self, VnetHdr};
 use crate::log;
+use crate::rtguard::{self, Pressure, RtGuard, Switch};
 use crate::timing::{Plan, Timing};
 
 pub(crate) use crate::state::{
@@ -62,6 +63,10 @@ pub struct Daemon<O: Opener> {
     pub(crate) deadlines: BinaryHeap<Reverse<(u64, u64, usize)>>,
     /// The release policy and the loop's measurements.
     pub(crate) timing: Timing,
+    /// Leaves SCHED_FIFO while the loop is saturated (see [`crate::rtguard`]).
+    pub(crate) rt: RtGuard,
+    /// The CPU pressure the guard reads once per window.
+    pub(crate) pressure: Pressure,
     /// The timer fired during the current turn's wait.
     pub(crate) timer_woke: bool,
     /// Reused buffer of wire packets cut from a super-frame.
@@ -128,6 +133,8 @@ impl<O: Opener> Daemon<O> {
             shutdown: None,
             deadlines: BinaryHeap::new(),
             timing: Timing::new(now_ns(), config.spin_ns, config.spin_budget_pct),
+            rt: RtGuard::new(now_ns(), config.realtime.0, config.realtime.1),
+            pressure: Pressure::open(),
             timer_woke: false,
             segments: Vec::new(),
         })
@@ -184,6 +191,28 @@ impl<O: Opener> Daemon<O> {
         let spun = plan == Plan::Spin;
         let waited = if spun { 0 } else { woke - start };
         self.timing.turn(start, end, spun, waited);
+        let pressure = &mut self.pressure;
+        if let Some(switch) = self
+            .rt
+            .account(end, end - start - waited, || pressure.some_total_us())
+        {
+            let priority = match switch {
+                Switch::Demote => 0,
+                Switch::Promote => self.rt.priority(),
+            };
+            let result = rtguard::set_policy(priority);
+            match &result {
+                Ok(()) => log!(
+                    "{}",
+                    match switch {
+                        Switch::Demote => "left SCHED_FIFO: the loop took a large share of a core others waited for",
+                        Switch::Promote => "back to SCHED_FIFO: calm",
+                    }
+                ),
+                Err(e) => log!("cannot change the scheduling policy ({switch:?}): {e}"),
+            }
+            self.rt.switched(now_ns(), switch, result);
+        }
         Ok(())
     }
 

@@ -14,6 +14,7 @@ mod gso;
 mod opener;
 mod ops;
 mod protocol;
+mod rtguard;
 mod socket;
 mod state;
 mod tcx;
@@ -94,7 +95,10 @@ struct Cli {
     /// that a departure's timer wakes it ahead of ordinary processes; 0 keeps
     /// the normal policy. A refusal (no CAP_SYS_NICE, a cgroup without a
     /// real-time budget) is logged and the daemon runs on at normal priority:
-    /// the caller reads the policy actually in force from the kernel.
+    /// the caller reads the policy actually in force from the kernel. While
+    /// the loop is busy over half of a 10 ms window it leaves SCHED_FIFO, and
+    /// returns after calm windows (stats: engine.realtime), so that it never
+    /// starves what shares its core.
     #[arg(long, value_name = "PRIO", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=99))]
     realtime_priority: u8,
@@ -150,12 +154,16 @@ fn run(cli: &Cli) -> Result<(), String> {
             ));
         }
     }
+    let mut granted = false;
     if cli.realtime_priority > 0 {
-        match set_realtime(cli.realtime_priority) {
-            Ok(()) => log!(
-                "running at real-time priority {} (SCHED_FIFO)",
-                cli.realtime_priority
-            ),
+        match rtguard::set_policy(cli.realtime_priority) {
+            Ok(()) => {
+                granted = true;
+                log!(
+                    "running at real-time priority {} (SCHED_FIFO)",
+                    cli.realtime_priority
+                );
+            }
             Err(e) => log!(
                 "real-time priority {} refused ({e}); running at normal priority",
                 cli.realtime_priority
@@ -172,6 +180,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         spin_ns: cli.spin_us * 1000,
         spin_budget_pct: cli.spin_budget,
         default_queue_packets: (cli.default_queue_packets > 0).then_some(cli.default_queue_packets),
+        realtime: (cli.realtime_priority, granted),
     };
     let (listener, mut socket_file) = socket::bind(&cli.control)?;
     let mut daemon = Daemon::new(opener, config, Some(listener), Some(signals))
@@ -192,26 +201,6 @@ fn run(cli: &Cli) -> Result<(), String> {
     result?;
     log!("exiting ({reason})");
     Ok(())
-}
-
-/// Switch the calling process to SCHED_FIFO at `priority`. Children do not
-/// inherit it (SCHED_RESET_ON_FORK); the kernel's real-time throttling
-/// (`sched_rt_runtime_us`) still leaves the other processes on its core a
-/// share of every second.
-fn set_realtime(priority: u8) -> Result<(), std::io::Error> {
-    let param = libc::sched_param {
-        sched_priority: i32::from(priority),
-    };
-    // SAFETY: sched_setscheduler reads one sched_param through a valid
-    // pointer to a local and changes only this process's policy.
-    let rc = unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

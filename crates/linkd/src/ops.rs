@@ -304,7 +304,9 @@ impl<O: Opener> Daemon<O> {
         let mut out = Map::new();
         let now = now_ns();
         out.insert("now_ns".to_owned(), now.into());
-        out.insert("engine".to_owned(), self.timing.report(now));
+        let mut engine = self.timing.report(now);
+        engine["realtime"] = self.rt.report(now);
+        out.insert("engine".to_owned(), engine);
         out.insert("links".to_owned(), Value::Object(links));
         Ok(out)
     }

@@ -64,6 +64,10 @@ pub struct Config {
     /// Queue limit (packets) for directions that set no queue limit;
     /// `None` leaves such queues unlimited.
     pub default_queue_packets: Option<u32>,
+    /// The SCHED_FIFO priority asked for (0: none) and whether the kernel
+    /// granted it at start; with both, the loop's [`crate::rtguard`] leaves
+    /// SCHED_FIFO while saturated and returns when calm.
+    pub realtime: (u8, bool),
 }
 
 impl Default for Config {
@@ -73,6 +77,7 @@ impl Default for Config {
             spin_ns: 0,
             spin_budget_pct: 20,
             default_queue_packets: Some(1000),
+            realtime: (0, false),
         }
     }
 }

@@ -99,10 +99,21 @@ def _percentile(pairs: Sequence[tuple[int, int]], q: float) -> int:
     return pairs[-1][0]
 
 
+def _demotions(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, float]:
+    """The engine's departures from SCHED_FIFO between two ``realtime`` reports, and
+    the seconds spent demoted."""
+    if not b:
+        return 0, 0.0
+    n = int(b.get("demotions", 0)) - int(a.get("demotions", 0))
+    ns = int(b.get("demoted_ns", 0)) - int(a.get("demoted_ns", 0))
+    return max(0, n), round(max(0, ns) / 1e9, 4)
+
+
 @dataclass
 class _Snapshot:
     t: float
     engine: dict[str, Any] = field(default_factory=dict)
+    realtime: dict[str, Any] = field(default_factory=dict)
     cgroups: dict[str, cgroups.CpuStat] = field(default_factory=dict)
     drops: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 
@@ -230,6 +241,9 @@ class Monitor:
                     self.notes.append(release)
                 try:
                     snap.engine = engine.stats()
+                    realtime = getattr(engine, "realtime", None)
+                    if realtime is not None:
+                        snap.realtime = realtime()
                 except Exception as exc:
                     self.notes.append(f"engine stats unavailable: {exc}")
             fast = getattr(net, "fastpath", {})
@@ -438,6 +452,15 @@ class Monitor:
         end = self._end or _Snapshot(stopped)
         duration = stopped - self._t0
         overhead = sum(self._thread_cpu) + self._snap_cpu
+        demotions, demoted_s = _demotions(begin.realtime, end.realtime)
+        notes = list(self.notes)
+        if demotions or demoted_s:
+            notes.append(
+                f"engine left SCHED_FIFO {demotions} time(s) in the window and ran "
+                f"{demoted_s:.3f} s of it at normal priority: it took a large share of "
+                "a core other tasks were waiting for, and stays real-time only while it "
+                "leaves the receivers and softirqs on its core their share"
+            )
         return MonitorRecord(
             duration_s=round(duration, 4),
             window_s=(round(begin.t - self._t0, 4), round(end.t - self._t0, 4)),
@@ -446,7 +469,9 @@ class Monitor:
             engine=self._engine(begin, end),
             interfaces=self._interfaces(begin, end),
             timer=self._timer_probe(begin.t, end.t),
+            engine_demotions=demotions,
+            engine_demoted_s=demoted_s,
             overhead_cpu_s=round(overhead, 5),
             overhead_pct_core=round(100 * overhead / max(duration, 1e-9), 3),
-            notes=list(self.notes),
+            notes=notes,
         )

@@ -119,6 +119,11 @@ class MonitorRecord(_Model):
     engine: list[EngineDirection] = Field(default_factory=list)
     interfaces: list[InterfaceDrops] = Field(default_factory=list)
     timer: TimerProbe | None = None
+    engine_demotions: int = 0
+    """Times the link engine left SCHED_FIFO during the window because it was busy
+    over half of a 10 ms window (its guard against starving what shares its core)."""
+    engine_demoted_s: float = 0.0
+    """Seconds of the window the engine ran demoted, at normal priority."""
     overhead_cpu_s: float = 0.0
     overhead_pct_core: float = 0.0
     notes: list[str] = Field(default_factory=list)

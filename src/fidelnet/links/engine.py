@@ -401,6 +401,13 @@ class LinkEngine:
         engine: dict[str, Any] = self.request("stats").get("engine", {})
         return engine
 
+    def realtime(self) -> dict[str, Any]:
+        """The real-time guard's figures: the policy in force now, how often the loop
+        left SCHED_FIFO because it was saturated and came back, and for how long
+        (``"engine"."realtime"`` in docs/linkd.md)."""
+        rt: dict[str, Any] = self.loop_stats().get("realtime", {})
+        return rt
+
 
 def _describe_release(spin_us: int, why: str) -> str:
     if spin_us <= 0:
