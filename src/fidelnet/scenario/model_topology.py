@@ -30,7 +30,7 @@ from fidelnet.scenario.fields import (
     _text_schema,
 )
 from fidelnet.topology import builders
-from fidelnet.topology.spec import LinkParams, TopologySpec
+from fidelnet.topology.spec import EngineEndpoint, FastPath, LinkParams, TopologySpec
 
 __all__ = [
     "BUILDERS",
@@ -219,6 +219,9 @@ class Node(_Model):
     """CPU scheduler for ``cpu``: ``cfs`` or ``rt``."""
     stp: bool = False
     """Spanning tree (switches only)."""
+    fastpath: FastPath | None = None
+    """``xdp``: forward in an XDP program ahead of the IP stack (routers only; default:
+    ``topology.fastpath``)."""
     backend: Annotated[Literal["netns"], BeforeValidator(_node_backend)] = "netns"
     """How the node is made: ``netns`` (a network namespace); ``cgroup``, ``qemu`` planned."""
 
@@ -250,6 +253,9 @@ class Link(_Model):
     """MAC of ``b``'s interface."""
     backend: Literal["auto", "tc", "engine"] | None = None
     """``auto``, ``tc`` or ``engine`` (default: ``topology.link_backend``)."""
+    endpoint: EngineEndpoint | None = None
+    """How the engine reads and writes this link's frames: ``auto``, ``tap`` or ``af_xdp``
+    (default: ``topology.engine_endpoint``); only ``auto`` on a ``tc`` link."""
 
 
 class Defaults(_Model):
@@ -283,6 +289,9 @@ class Topology(_Model):
     link_backend: Literal["auto", "tc", "engine"] = "auto"
     """Default link backend: ``auto`` (tc where it can, the engine otherwise), ``tc``,
     ``engine``."""
+    engine_endpoint: EngineEndpoint = "auto"
+    """Default endpoint of engine links: ``auto`` (``af_xdp`` where it can for a link that
+    delays or shapes, ``tap`` otherwise), ``tap`` or ``af_xdp``."""
     ip_base: str = "10.0.0.0/8"
     """Network that hosts without an address get theirs from."""
     auto_routes: bool | None = None
@@ -290,6 +299,8 @@ class Topology(_Model):
     on for ``line``; otherwise off)."""
     auto_static_arp: bool = False
     """Fill every host's ARP table before traffic starts."""
+    fastpath: FastPath | None = None
+    """``xdp``: every router forwards in XDP, the builder's included (default: none)."""
     defaults: Defaults = Field(default_factory=Defaults)
     """Defaults for every link."""
     nodes: Annotated[dict[NodeName, Node], BeforeValidator(_nodes)] = Field(
