@@ -96,7 +96,21 @@ CASES: list[tuple[str, str, str]] = [
     ("duration-no-unit.yaml", "9:60", "traffic[0].duration: a duration needs a unit"),
     ("empty-builder.yaml", "3:3", "topology.builder: give exactly one builder (given: none)"),
     ("empty.yaml", "1:1", "the file is empty; a scenario needs at least name and topology"),
+    (
+        "endpoint-on-tc-link.yaml",
+        "8:57",
+        "topology.links[1].endpoint: an endpoint applies to engine links, and this link's "
+        "backend is tc",
+    ),
+    ("endpoint-unknown.yaml", "8:44", "topology.links[1].endpoint: unknown value"),
+    ("engine-endpoint-unknown.yaml", "4:3", "topology.engine_endpoint: unknown value"),
     ("expect-exit-300.yaml", "9:33", "setup[0].expect_exit: must be at most 255"),
+    (
+        "fastpath-on-host.yaml",
+        "5:10",
+        "topology.nodes.h1.fastpath: only routers have a fast path, and h1 is a host",
+    ),
+    ("fastpath-unknown.yaml", "4:24", "topology.nodes.r1.fastpath: unknown value"),
     (
         "file-mode-unquoted.yaml",
         "10:39",
@@ -230,6 +244,7 @@ CASES: list[tuple[str, str, str]] = [
         "1:1",
         "a scenario is a mapping (name: ..., topology: ...), not a list",
     ),
+    ("topology-fastpath-unknown.yaml", "4:3", "topology.fastpath: unknown value"),
     ("topology-string.yaml", "2:1", "topology: must be a mapping, not a string"),
     (
         "traffic-from-switch.yaml",
@@ -333,6 +348,35 @@ def test_malformed_file(name: str, where: str, fragment: str) -> None:
             "node-backend-qemu.yaml",
             "4:10: topology.nodes.h1.backend: node backend 'qemu' is not yet supported (got "
             "'qemu'; valid: netns)",
+        ),
+        (
+            "endpoint-unknown.yaml",
+            "8:44: topology.links[1].endpoint: unknown value, did you mean 'af_xdp'? (got "
+            "'afxdp'; valid: auto, tap, af_xdp)",
+        ),
+        (
+            "endpoint-on-tc-link.yaml",
+            "8:57: topology.links[1].endpoint: an endpoint applies to engine links, and this "
+            "link's backend is tc (drop endpoint, or choose backend 'engine' or 'auto') (got "
+            "'af_xdp')",
+        ),
+        (
+            "engine-endpoint-unknown.yaml",
+            "4:3: topology.engine_endpoint: unknown value, did you mean 'tap'? (got 'tapp'; "
+            "valid: auto, tap, af_xdp)",
+        ),
+        (
+            "fastpath-on-host.yaml",
+            "5:10: topology.nodes.h1.fastpath: only routers have a fast path, and h1 is a host "
+            "(drop fastpath, or make the node a router) (got 'xdp')",
+        ),
+        (
+            "fastpath-unknown.yaml",
+            "4:24: topology.nodes.r1.fastpath: unknown value (got 'dpdk'; valid: xdp)",
+        ),
+        (
+            "topology-fastpath-unknown.yaml",
+            "4:3: topology.fastpath: unknown value (got 'ebpf'; valid: xdp)",
         ),
         (
             "argv-string.yaml",

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from fidelnet.cli.validate import validate
 from fidelnet.errors import FidelnetError, UnitError, ValidationError
+from fidelnet.fastpath import wanted
 from fidelnet.links.params import PARAM_NAMES
 from fidelnet.measure import pktgen
 from fidelnet.scenario import (
@@ -38,7 +39,10 @@ from fidelnet.scenario import (
 )
 from fidelnet.scenario import model as m
 from fidelnet.scenario.schema import schema_text
+from fidelnet.scenario.topology import build, scenario_path
 from fidelnet.topology.spec import (
+    ENGINE_ENDPOINTS,
+    FASTPATHS,
     JITTER_DISTS,
     LINK_BACKENDS,
     NODE_KINDS,
@@ -221,14 +225,18 @@ def test_everything_topology_spec() -> None:
     spec = s.topology_spec()
     assert list(spec.nodes) == ["s1", "s2", "h1", "h2", "h3", "h4", "r1", "a1", "b1", "s3"]
     assert (spec.seed, spec.link_backend, spec.auto_static_arp) == (7, "auto", True)
+    assert (spec.engine_endpoint, spec.fastpath) == ("tap", "xdp")
     r1 = spec.nodes["r1"]
     assert (r1.kind, r1.cpu, r1.cores, r1.sched) == ("router", 0.5, (0,), "cfs")
+    assert r1.fastpath == "xdp" and spec.nodes["a1"].fastpath is None
     assert spec.nodes["b1"].kind == "host"
     assert spec.nodes["s3"].stp
     bottleneck = spec.links[0]  # the builder's, under the defaults
     assert (bottleneck.params.bw, bottleneck.params.delay) == (100e6, 0.001)
     own = spec.links[5]
     assert (own.a, own.b, own.b_ip, own.backend) == ("a1", "r1", "10.1.0.2/24", "engine")
+    assert own.endpoint == "af_xdp"
+    assert spec.links[6].endpoint is None and spec.links[0].endpoint is None
     assert (own.params.bw, own.params.delay, own.params.jitter) == (100e6, 0.005, 0.001)
     assert (own.params.jitter_dist, own.params.loss) == ("normal", 0.1)
     assert own.direction("a1").bw == 10e6
@@ -252,6 +260,27 @@ def test_tree_builder() -> None:
 def test_builders(builder: str, nodes: int, links: int) -> None:
     spec = loads(f"name: b\ntopology:\n  builder: {builder}\n").topology_spec()
     assert (len(spec.nodes), len(spec.links)) == (nodes, links)
+
+
+def test_engine_endpoint_and_fastpath_reach_the_spec() -> None:
+    text = (
+        "name: f\ntopology:\n  builder: {line: 3}\n  fastpath: xdp\n"
+        "  nodes:\n    lg: {}\n    r9: {kind: router, fastpath: xdp}\n"
+        "  links:\n    - {a: lg, b: h1}\n    - {a: h3, b: r9, endpoint: tap}\n"
+    )
+    spec = loads(text).topology_spec()
+    assert wanted(spec) == ["h1", "h2", "h3", "r9"]  # the builder's routers too
+    assert spec.engine_endpoint == "auto"  # the default
+    assert [link.endpoint for link in spec.links] == [None, None, None, "tap"]
+    plain = loads("name: p\ntopology:\n  builder: {line: 2}\n").topology_spec()
+    assert (plain.fastpath, wanted(plain)) == (None, [])
+
+
+def test_topology_wide_keys_are_placed_at_their_scenario_key() -> None:
+    s = load(GOOD / "minimal.yaml")
+    built = build(s)
+    for key in ("engine_endpoint", "fastpath", "link_backend"):
+        assert scenario_path(s, built, key) == (("topology", key), "")
 
 
 # --- conveniences -----------------------------------------------------------------------
@@ -425,6 +454,10 @@ def test_choices_are_fidelnet_s() -> None:
     assert get_args(get_args(fields["queue"].annotation)[0]) == QUEUE_KINDS
     assert get_args(m.Node.model_fields["kind"].annotation) == NODE_KINDS
     assert get_args(m.Topology.model_fields["link_backend"].annotation) == LINK_BACKENDS
+    assert get_args(m.Topology.model_fields["engine_endpoint"].annotation) == ENGINE_ENDPOINTS
+    assert get_args(get_args(m.Link.model_fields["endpoint"].annotation)[0]) == ENGINE_ENDPOINTS
+    assert get_args(get_args(m.Topology.model_fields["fastpath"].annotation)[0]) == FASTPATHS
+    assert get_args(get_args(m.Node.model_fields["fastpath"].annotation)[0]) == FASTPATHS
     assert get_args(m.Pktgen.model_fields["pattern"].annotation) == pktgen.PATTERNS
     assert get_args(m.Pktgen.model_fields["mode"].annotation) == pktgen.MODES
     assert set(m.CHECK_TRAFFIC.values()) == set(m.TRAFFIC_TYPES)

@@ -14,7 +14,16 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from fidelnet.scenario import default_scenario, dumps, load, loads
+from fidelnet.scenario import (
+    default_scenario,
+    dumps,
+    fields,
+    load,
+    loads,
+    model_checks,
+    model_steps,
+    model_topology,
+)
 from fidelnet.scenario import model as m
 from fidelnet.scenario.schema import REGENERATE, scenario_schema, schema_text
 
@@ -39,18 +48,29 @@ def test_schema_is_deterministic() -> None:
     }
 
 
+MODEL_MODULES = (fields, model_topology, model_steps, model_checks, m)
+"""Every module that defines scenario models (``model`` re-exports the others')."""
+
+
 def _models() -> set[str]:
     found = set()
-    for value in vars(m).values():
-        if (
-            isinstance(value, type)
-            and issubclass(value, BaseModel)
-            and value.__module__ == m.__name__
-            and not value.__name__.startswith("_")
-            and value is not m.Scenario
-        ):
-            found.add(value.__name__)
+    for module in MODEL_MODULES:
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseModel)
+                and value.__module__ == module.__name__
+                and not value.__name__.startswith("_")
+                and value is not m.Scenario
+            ):
+                found.add(value.__name__)
     return found
+
+
+def test_model_reexports_every_model() -> None:
+    assert _models() <= set(m.__all__)
+    for name in m.__all__:
+        assert hasattr(m, name), name
 
 
 def test_schema_defines_every_model() -> None:

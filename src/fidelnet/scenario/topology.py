@@ -8,8 +8,8 @@ files named by links are read when the topology is validated.
 Order and precedence:
 
 1. the builder's nodes and links (a ``line`` turns ``auto_routes`` on);
-2. ``seed``, ``link_backend``, ``ip_base``, ``auto_routes`` (when given) and
-   ``auto_static_arp``;
+2. ``seed``, ``link_backend``, ``engine_endpoint``, ``ip_base``, ``auto_routes``
+   (when given), ``auto_static_arp`` and ``fastpath``;
 3. ``defaults.link`` under every link's parameters, the builder's links included;
 4. the scenario's nodes (a name the builder already made is a problem), then its
    links, after the builder's.
@@ -83,10 +83,12 @@ def build(scenario: Scenario) -> Built:
     spec = built.spec
     spec.seed = scenario.seed
     spec.link_backend = topo.link_backend
+    spec.engine_endpoint = topo.engine_endpoint
     spec.ip_base = topo.ip_base
     if topo.auto_routes is not None:
         spec.auto_routes = topo.auto_routes
     spec.auto_static_arp = topo.auto_static_arp
+    spec.fastpath = topo.fastpath
     base = _params(topo.defaults.link, base_dir) or LinkParams()
     for link in spec.links:
         link.params = base.merged(link.params)
@@ -114,6 +116,7 @@ def build(scenario: Scenario) -> Built:
                 cores=tuple(node.cores) if node.cores is not None else None,
                 sched=node.sched,
                 stp=node.stp,
+                fastpath=node.fastpath,
             )
         )
     for own in topo.links:
@@ -132,6 +135,7 @@ def build(scenario: Scenario) -> Built:
                 params_ab=_params(own.params_ab, base_dir),
                 params_ba=_params(own.params_ba, base_dir),
                 backend=own.backend,
+                endpoint=own.endpoint,
             )
         )
     return built
@@ -178,7 +182,7 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
             if not in_link and defaults is not None and getattr(defaults, name) is not None:
                 return ("topology", "defaults", "link", *rest[1:]), ""
         return ("topology", "links", own, *rest), ""
-    if head in ("ip_base", "link_backend"):
+    if head in ("ip_base", "link_backend", "engine_endpoint", "fastpath"):
         return ("topology", head), ""
     return ("topology",), f"{spec_field}: "
 

@@ -1,0 +1,311 @@
+"""The ``topology`` section of a scenario file: builder, nodes, links, link parameters.
+
+:class:`Topology` is read by :func:`fidelnet.scenario.topology.build` into a
+:class:`~fidelnet.topology.spec.TopologySpec`; what involves several keys is checked
+there, with the whole topology (:func:`fidelnet.topology.validate.problems`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from fidelnet.errors import ValidationError
+from fidelnet.links.params import parse_params
+from fidelnet.scenario.fields import (
+    _PERCENT_SCHEMA,
+    NodeName,
+    _error,
+    _fail,
+    _JsonSchema,
+    _Model,
+    _text_schema,
+)
+from fidelnet.topology import builders
+from fidelnet.topology.spec import EngineEndpoint, FastPath, LinkParams, TopologySpec
+
+__all__ = [
+    "BUILDERS",
+    "NODE_BACKENDS",
+    "Builder",
+    "Defaults",
+    "Link",
+    "LinkParamsModel",
+    "LossModel",
+    "Node",
+    "Topology",
+    "TreeArgs",
+]
+
+# --- link parameters ----------------------------------------------------------------------
+
+
+class LossModel(_Model):
+    """Loss as a model instead of a percentage: Gilbert-Elliott (two-state Markov,
+    netem's ``gemodel``) or ``random`` with ``p`` percent."""
+
+    model: Literal["gilbert_elliott", "random"] = "gilbert_elliott"
+    """``gilbert_elliott`` (default) or ``random`` (loss ``p`` percent)."""
+    p: str | float
+    """Percent: chance per packet of going from the good state to the bad one."""
+    r: str | float | None = None
+    """Percent: chance of going back to the good state (mean burst ``100 / r`` packets)."""
+    loss_good: str | float | None = None
+    """Percent lost in the good state (default 0)."""
+    loss_bad: str | float | None = None
+    """Percent lost in the bad state (default 100)."""
+
+
+_PERCENT_TEXT = Annotated[str | float, _PERCENT_SCHEMA]
+_SIZE_TEXT = Annotated[
+    str | int,
+    _JsonSchema(
+        {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}], "examples": ["64KiB"]}
+    ),
+]
+
+
+class LinkParamsModel(_Model):
+    """Shaping and impairment of a link, in text units (see ``docs/links.md``).
+
+    Each key is checked by :func:`fidelnet.links.params.parse_params`; ranges that
+    involve several keys (jitter needs a delay, a trace replaces ``bw``) are checked
+    with the whole topology.
+    """
+
+    bw: Annotated[str, _text_schema(["100Mbit", "1Gbit"])] | None = None
+    """Rate: ``10Mbit``, ``2.5Gbit``, ``100Mbps``. A bare number is an error."""
+    delay: Annotated[str, _text_schema(["1ms", "250us"])] | None = None
+    """One-way delay: ``10ms``, ``250us``."""
+    jitter: Annotated[str, _text_schema(["1ms"])] | None = None
+    """Uniform: delay ± jitter; normal: its standard deviation. Needs a delay."""
+    jitter_dist: Literal["uniform", "normal"] | None = None
+    """``uniform`` (default) or ``normal``."""
+    reorder: bool | None = None
+    """Let jittered packets overtake each other (default: keep their order)."""
+    loss: _PERCENT_TEXT | LossModel | None = None
+    """Random loss in percent (``1%``), or a loss model mapping."""
+    duplicate: _PERCENT_TEXT | None = None
+    """Percent of packets duplicated."""
+    corrupt: _PERCENT_TEXT | None = None
+    """Percent of packets with one bit flipped."""
+    max_queue_size: Annotated[int, Field(ge=1)] | None = None
+    """Bottleneck queue limit in packets."""
+    queue_bytes: _SIZE_TEXT | None = None
+    """Bottleneck queue limit in bytes (``64KiB``; a bare number is bytes)."""
+    queue: Literal["droptail", "hifi"] | None = None
+    """``droptail`` (default) or ``hifi``."""
+    overhead: _SIZE_TEXT | None = None
+    """Bytes added to each packet for rate accounting (24: preamble, FCS, gap)."""
+    trace: str | None = None
+    """A Mahimahi packet-delivery trace file (replaces ``bw``); relative to the scenario."""
+    seed: Annotated[int, Field(ge=0)] | None = None
+    """Seed of this link's random choices (default: from the scenario's ``seed``)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _parse(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or info.field_name is None:
+            return value
+        try:
+            parse_params({info.field_name: value}, "params")
+        except ValidationError as exc:
+            parts = tuple(exc.field.split(".")[2:])
+            if exc.problem == "unknown key":  # a loss model's: as every unknown key reads
+                exc = ValidationError(exc.field, "unknown field", None, exc.choices)
+            raise _error(exc, parts) from None
+        return value
+
+    def to_params(self) -> LinkParams:
+        """The parameters in base units."""
+        return parse_params(self.model_dump(exclude_none=True), "params")
+
+
+# --- topology -----------------------------------------------------------------------------
+
+
+class TreeArgs(_Model):
+    """Arguments of the ``tree`` builder."""
+
+    depth: Annotated[int, Field(ge=1)] = 1
+    """Levels of switches below the root (default 1)."""
+    fanout: Annotated[int, Field(ge=1)] = 2
+    """Children per switch (default 2)."""
+
+
+BUILDERS: tuple[str, ...] = ("linear", "line", "tree", "single", "dumbbell")
+"""The builders a scenario may name."""
+
+
+class Builder(_Model):
+    """Exactly one of the ready-made topologies of :mod:`fidelnet.topology.builders`."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+    linear: Annotated[int, Field(ge=1)] | None = None
+    """``linear: K``: switches s1..sK in a chain, host h_i on s_i."""
+    line: Annotated[int, Field(ge=2, le=256)] | None = None
+    """``line: N``: routers h1..hN in a routed line, link i on 10.0.i.0/24, static routes."""
+    tree: TreeArgs | None = None
+    """``tree: {depth: D, fanout: F}``: Mininet's TreeTopo."""
+    single: Annotated[int, Field(ge=1)] | None = None
+    """``single: K``: switch s1 and hosts h1..hK."""
+    dumbbell: Annotated[int, Field(ge=1)] | None = None
+    """``dumbbell: N``: s1 -- s2 bottleneck, hosts h1..hN on s1 and hN+1..h2N on s2."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Builder:
+        given = [name for name in BUILDERS if getattr(self, name) is not None]
+        if len(given) != 1:
+            what = "none" if not given else ", ".join(given)
+            raise _fail(f"give exactly one builder (given: {what})", BUILDERS, show=False)
+        return self
+
+    @property
+    def kind(self) -> str:
+        """The builder's name: ``line``, ``tree``..."""
+        return next(name for name in BUILDERS if getattr(self, name) is not None)
+
+    def build(self) -> TopologySpec:
+        """The builder's topology; raises :class:`~fidelnet.errors.ValidationError`."""
+        if self.linear is not None:
+            return builders.linear(self.linear)
+        if self.line is not None:
+            return builders.line(self.line)
+        if self.tree is not None:
+            return builders.tree(self.tree.depth, self.tree.fanout)
+        if self.single is not None:
+            return builders.single(self.single)
+        assert self.dumbbell is not None
+        return builders.dumbbell(self.dumbbell)
+
+
+NODE_BACKENDS: tuple[str, ...] = ("netns",)
+"""Node backends implemented today."""
+_PLANNED_BACKENDS = ("cgroup", "qemu")
+
+
+def _node_backend(value: Any) -> Any:
+    if value in _PLANNED_BACKENDS:
+        raise _fail(f"node backend {value!r} is not yet supported", NODE_BACKENDS)
+    return value
+
+
+class Node(_Model):
+    """A node the scenario adds to the builder's (if any). ``lg: {}`` or ``lg:`` (empty)
+    is a host with every default."""
+
+    kind: Literal["host", "switch", "router"] = "host"
+    """``host`` (default), ``switch`` (a bridge) or ``router`` (a host that forwards)."""
+    ip: str | None = None
+    """Address of its first interface, CIDR: ``10.0.0.1/24`` (default: from ``ip_base``)."""
+    mac: str | None = None
+    """MAC of its first interface (default: the kernel's, or from the address)."""
+    default_route: str | None = None
+    """A next-hop address or an interface name."""
+    cpu: Annotated[float, Field(gt=0, le=1)] | None = None
+    """CPU limit as a fraction of all cores, in (0, 1] (hosts and routers)."""
+    cores: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
+    """Pin to these CPU cores: ``[0, 1]``."""
+    sched: Literal["cfs", "rt"] | None = None
+    """CPU scheduler for ``cpu``: ``cfs`` or ``rt``."""
+    stp: bool = False
+    """Spanning tree (switches only)."""
+    fastpath: FastPath | None = None
+    """``xdp``: forward in an XDP program ahead of the IP stack (routers only; default:
+    ``topology.fastpath``)."""
+    backend: Annotated[Literal["netns"], BeforeValidator(_node_backend)] = "netns"
+    """How the node is made: ``netns`` (a network namespace); ``cgroup``, ``qemu`` planned."""
+
+
+class Link(_Model):
+    """A link between nodes ``a`` and ``b`` (the scenario's own or the builder's)."""
+
+    a: str
+    """One end: a node name."""
+    b: str
+    """The other end."""
+    params: LinkParamsModel | None = None
+    """Both directions (merged over ``topology.defaults.link``)."""
+    params_ab: LinkParamsModel | None = None
+    """Traffic leaving ``a``: overrides ``params`` key by key."""
+    params_ba: LinkParamsModel | None = None
+    """Traffic leaving ``b``: overrides ``params`` key by key."""
+    a_ip: str | None = None
+    """Address of ``a``'s interface, CIDR."""
+    b_ip: str | None = None
+    """Address of ``b``'s interface, CIDR."""
+    a_intf: str | None = None
+    """Interface name on ``a`` (default ``<a>-eth<port>``)."""
+    b_intf: str | None = None
+    """Interface name on ``b``."""
+    a_mac: str | None = None
+    """MAC of ``a``'s interface."""
+    b_mac: str | None = None
+    """MAC of ``b``'s interface."""
+    backend: Literal["auto", "tc", "engine"] | None = None
+    """``auto``, ``tc`` or ``engine`` (default: ``topology.link_backend``)."""
+    endpoint: EngineEndpoint | None = None
+    """How the engine reads and writes this link's frames: ``auto``, ``tap`` or ``af_xdp``
+    (default: ``topology.engine_endpoint``); only ``auto`` on a ``tc`` link."""
+
+
+class Defaults(_Model):
+    """Values every link starts from."""
+
+    link: LinkParamsModel | None = None
+    """Parameters of every link, the builder's included; a link's ``params`` override them."""
+
+
+def _nullable_values(schema: dict[str, Any]) -> None:
+    """In the schema too, a node may be written with no value (``lg:``), and a name that
+    breaks the rule is refused."""
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        for pattern, node in patterns.items():
+            patterns[pattern] = {"anyOf": [node, {"type": "null"}]}
+        schema["additionalProperties"] = False
+
+
+def _nodes(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ({} if v is None else v) for k, v in value.items()}
+    return value
+
+
+class Topology(_Model):
+    """The network: a builder's topology, plus nodes and links of the scenario's own."""
+
+    builder: Builder | None = None
+    """A ready-made topology; ``nodes`` and ``links`` add to it."""
+    link_backend: Literal["auto", "tc", "engine"] = "auto"
+    """Default link backend: ``auto`` (tc where it can, the engine otherwise), ``tc``,
+    ``engine``."""
+    engine_endpoint: EngineEndpoint = "auto"
+    """Default endpoint of engine links: ``auto`` (``af_xdp`` where it can for a link that
+    delays or shapes, ``tap`` otherwise), ``tap`` or ``af_xdp``."""
+    ip_base: str = "10.0.0.0/8"
+    """Network that hosts without an address get theirs from."""
+    auto_routes: bool | None = None
+    """Static shortest-path routes between routed nodes (default: the builder's choice,
+    on for ``line``; otherwise off)."""
+    auto_static_arp: bool = False
+    """Fill every host's ARP table before traffic starts."""
+    fastpath: FastPath | None = None
+    """``xdp``: every router forwards in XDP, the builder's included (default: none)."""
+    defaults: Defaults = Field(default_factory=Defaults)
+    """Defaults for every link."""
+    nodes: Annotated[dict[NodeName, Node], BeforeValidator(_nodes)] = Field(
+        default_factory=dict, json_schema_extra=_nullable_values
+    )
+    """Nodes by name, in addition to the builder's (a builder's node cannot be redefined)."""
+    links: list[Link] = Field(default_factory=list)
+    """Links, after the builder's."""
