@@ -318,6 +318,16 @@ pub struct XskCounters {
     pub unstamped: u64,
     /// Frames refused because no transmit frame was free.
     pub tx_full: u64,
+    /// Transmit kicks (sendto calls) and the time they took, ns: in copy
+    /// mode the kernel copies each frame into an skb and hands it to the
+    /// veth inside the call, and the softirq that delivers it to the node's
+    /// stack runs before the call returns. So this is the transmit path's
+    /// cost as the departures see it.
+    pub kicks: u64,
+    pub kick_ns: u64,
+    pub kick_max_ns: u64,
+    /// sendto calls made by the kicks.
+    pub kick_calls: u64,
 }
 
 /// An AF_XDP socket on one veth end, with its UMEM, rings and XDP program.
@@ -582,10 +592,20 @@ impl Xsk {
     /// 32 descriptors per call and answers EAGAIN while more remain.
     fn kick(&mut self) {
         self.unkicked = 0;
+        let start = crate::state::now_ns();
+        self.kick_calls();
+        let took = crate::state::now_ns().saturating_sub(start);
+        self.counters.kicks += 1;
+        self.counters.kick_ns += took;
+        self.counters.kick_max_ns = self.counters.kick_max_ns.max(took);
+    }
+
+    fn kick_calls(&mut self) {
         for _ in 0..(TX_FRAMES / 16) {
             if self.tx.outstanding() == 0 {
                 break;
             }
+            self.counters.kick_calls += 1;
             // SAFETY: sendto with no data on a bound AF_XDP socket.
             let r = unsafe {
                 libc::sendto(
