@@ -8,17 +8,21 @@ What it takes, set up once the routes exist (:func:`set_up`):
 - the program on every veth-backed interface of the router (tc-shaped ones
   included: their shaping is on their egress, which the program never skips);
 - the router's *ports*, the interfaces it may redirect to: those whose egress has
-  nothing to honour (backend ``veth``). A tc-shaped interface, or an engine link's
-  TAP device, is not a port: packets for it go up the normal path;
-- receive offload (GRO) on the other end of every router interface: a veth
-  accepts redirected frames only with its NAPI on;
+  nothing to honour (backend ``veth``), and those of engine links on AF_XDP
+  endpoints, whose work is done after the router, by linkd, from the frame's arrival
+  on the veth end beside it. A tc-shaped interface, or an engine link's TAP device,
+  is not a port: packets for it go up the normal path;
+- receive offload (GRO) on the other end of every plain router interface: a veth
+  accepts redirected frames only with its NAPI on (an AF_XDP link's other end has
+  linkd's XDP program, which turns NAPI on);
 - complete checksums from every host and router: XDP keeps no checksum state, and
   a frame whose transport checksum was left to the device (veth's default) would
   arrive with a bad one. Their veth interfaces compute checksums in software
   (``tx-checksumming off``), which also turns off TSO on them.
 
 A link changed at runtime (:meth:`fidelnet.links.Link.set`) that stops being plain
-veth leaves the router's ports at once (:func:`link_changed`).
+veth leaves the router's ports at once (:func:`link_changed`); an AF_XDP engine link
+stays a port whatever its parameters become, since linkd applies them.
 """
 
 from __future__ import annotations
@@ -80,7 +84,17 @@ def _peer(intf: Interface) -> Interface | None:
 
 
 def _veth_backed(intf: Interface) -> bool:
-    return intf.link is not None and intf.link.backend in ("veth", "tc")
+    return intf.link is not None and (intf.link.backend in ("veth", "tc") or _af_xdp(intf))
+
+
+def _af_xdp(intf: Interface) -> bool:
+    """Whether ``intf`` is the node's side of an engine link on AF_XDP endpoints: a
+    veth whose other end is linkd's (``<intf>-x``, with linkd's XDP program)."""
+    link = intf.link
+    if link is None or link.backend != "engine":
+        return False
+    choice = getattr(link.driver, "endpoint", None)
+    return getattr(choice, "kind", None) == "af_xdp"
 
 
 def _ethtool(node: Node, ifname: str, *features: str) -> None:
@@ -113,9 +127,16 @@ def set_up(net: Network) -> None:
         for intf in router.intf_list():
             backend = intf.link.backend if intf.link is not None else "none"
             if not _veth_backed(intf):
-                left_out[intf.name] = f"{backend} link: its endpoint is not a veth"
+                left_out[intf.name] = (
+                    "engine link on TAP endpoints: the node's side is a TAP device"
+                    if backend == "engine"
+                    else f"{backend} link: its endpoint is not a veth"
+                )
                 continue
             interfaces.append(intf.name)
+            if _af_xdp(intf):
+                ports.append(intf.name)  # its other end has linkd's program: NAPI is on
+                continue
             peer = _peer(intf)
             if peer is not None:
                 _ethtool(peer.node, peer.name, "gro", "on")
@@ -141,7 +162,7 @@ def link_changed(net: Network, link: Link) -> None:
     longer plain veth stops being a port (packets for it take the normal path)."""
     for intf in (link.intf1, link.intf2):
         fp = net.fastpath.get(intf.node.name)
-        if fp is None or intf.name not in fp.ports or link.backend == "veth":
+        if fp is None or intf.name not in fp.ports or link.backend == "veth" or _af_xdp(intf):
             continue
         xdp.remove_port(intf.node.pexec, fp.maps, intf.name)
         fp.ports.remove(intf.name)

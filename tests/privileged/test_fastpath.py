@@ -96,3 +96,35 @@ def test_a_shaped_egress_is_left_to_the_stack_and_runtime_changes_leave_the_port
         assert code == 0, out + err
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         assert not any(" - bpf " in ln and "fidelnet" in ln for ln in f), "bpffs left mounted"
+
+
+def test_af_xdp_engine_links_are_ports(tmp_path: Path) -> None:
+    """Router-to-router links on the engine with AF_XDP endpoints (1 ms each way):
+    the routers' interfaces on them are fast-path ports, since linkd does the link's
+    work after the router. Frames redirected there are stamped and delayed by linkd;
+    TTL expiry and ICMP errors stay the kernel's; data crosses intact."""
+    spec = topology(3)  # lg - h1 - h2 - h3 - rx
+    spec.fastpath = "xdp"
+    for link in spec.links[1:3]:  # h1 - h2, h2 - h3
+        link.params_ab = link.params_ba = LinkParams(delay=0.001)
+        link.backend = "engine"
+        link.endpoint = "af_xdp"
+    path, expected = payload_file(tmp_path, 4 << 20)
+    with Network(spec) as net:
+        fp = stats(net)
+        assert fp["h2"]["ports"] == fp["h2"]["interfaces"] == ["h2-eth0", "h2-eth1"], fp["h2"]
+        assert "h1-eth1" in fp["h1"]["ports"] and "h3-eth0" in fp["h3"]["ports"], fp
+        out, err, code = net["lg"].pexec(["ping", "-n", "-c", "5", "-i", "0.2", "-W", "2", RX])
+        assert code == 0, out + err
+        rtts = sorted(float(t.split("=")[1]) for t in out.split() if t.startswith("time="))
+        assert 4.0 <= rtts[len(rtts) // 2] < 6.0, rtts  # two 1 ms links each way
+        out, err, code = net["lg"].pexec(["traceroute", "-n", "-w", "2", "-q", "1", "-m", "8", RX])
+        assert code == 0, out + err
+        hops = [line.split()[1] for line in out.splitlines()[1:]]
+        assert hops == ["10.10.0.2", "10.10.1.2", "10.10.2.2", RX], out
+        got = transfer(net["lg"], net["rx"], RX, path, 5603)
+        c = stats(net)["h2"]["counters"]
+        assert isinstance(c, dict) and c["forwarded"] > 1000, c
+        ends = next(iter(net.engine.stats().values()))["endpoints"] if net.engine else {}
+        assert ends and all(e["stamped"] > 0 and e["unstamped"] == 0 for e in ends.values()), ends
+    assert got == expected
