@@ -19,7 +19,10 @@ H2 = "10.0.0.2"
 
 
 def pair(ab: LinkParams) -> Network:
-    spec = TopologySpec()
+    # Static ARP: a neighbour probe lost three times in a row (2.7 % a cycle at 30 %)
+    # would fail the entry and drop the pings queued behind it, uncounted by the
+    # classifier (seen once in CI: 295 pings lost, 279 counted).
+    spec = TopologySpec(auto_static_arp=True)
     spec.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
     spec.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
     spec.add_link(LinkSpec("h1", "h2", params_ab=ab, params_ba=LinkParams()))
