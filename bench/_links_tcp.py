@@ -100,6 +100,7 @@ def target_tcp(ctx: Ctx) -> dict[str, Any]:
                 str(r["retransmits"]),
                 (
                     f"{counts.get('whole', 0)} whole, {counts.get('split', 0)} cut"
+                    f" ({counts.get('chunks', 0)} chunks)"
                     if counts
                     else "-"
                 ),

@@ -71,10 +71,12 @@ def test_tcp_super_frames_pass_whole_on_a_delay_only_link(payload: tuple[str, st
     "params",
     [
         LinkParams(bw=200e6, delay=0.001),
+        LinkParams(bw=4e9, delay=0.001),
+        LinkParams(bw=4e9, max_queue_size=20),
         LinkParams(bw=200e6, loss=1.0),
         LinkParams(delay=0.001, corrupt=1.0),
     ],
-    ids=["shaped", "lossy", "corrupting"],
+    ids=["shaped", "shaped-in-chunks", "chunks-and-queue-drops", "lossy", "corrupting"],
 )
 def test_tcp_through_a_link_that_needs_wire_packets(
     payload: tuple[str, str], params: LinkParams
@@ -82,7 +84,10 @@ def test_tcp_through_a_link_that_needs_wire_packets(
     """Cut into wire packets with every checksum recomputed: a wrong checksum would
     make the receiver drop every segment and the transfer stall; a corrupted bit is
     caught by the receiver (the checksum is complete, not left to the device), so
-    TCP retransmits it and the file still arrives intact."""
+    TCP retransmits it and the file still arrives intact. A fast rate-only link cuts
+    chunks of several segments instead (each a smaller super-frame whose checksum the
+    receiving stack finishes), and a short queue drops from them exactly as from wire
+    packets: TCP recovers and the file arrives intact."""
     path, digest = payload
     with pair(params) as net:
         t0 = time.monotonic()
@@ -93,6 +98,37 @@ def test_tcp_through_a_link_that_needs_wire_packets(
     assert (got, n) == (digest, SIZE), json.dumps(stats)[:2000]
     assert counts["split"] > 0 and counts["errors"] == 0, counts
     assert counts["segments"] > counts["split"], counts
+    # Chunks where the rate sends more than one segment in 50 us (--chunk-us).
+    fast = params.bw is not None and params.bw > 1e9 and not params.loss
+    assert (counts["chunks"] > 0) == fast, counts
+    assert stats["tx_packets"] + sum(stats["drops"].values()) == stats["rx_packets"], stats
+    if params.max_queue_size is not None:
+        assert stats["drops"]["queue"] > 0, stats
+        assert stats["queue"]["max_packets"] <= params.max_queue_size, stats
     if params.bw is not None:
         # 16 MiB at 200 Mbit/s: at least 0.67 s on the wire.
         assert took >= SIZE * 8 / params.bw * 0.95, took
+
+
+def test_chunks_forwarded_by_a_router_arrive_intact(payload: tuple[str, str]) -> None:
+    """A chunk is a super-frame the receiving stack takes as GRO'd: a router that
+    forwards it out of a plain veth without TSO segments it again in software from
+    the checksum seed and headers the engine wrote. A wrong seed, length, ID or
+    sequence number there would corrupt or stall the transfer."""
+    path, digest = payload
+    spec = TopologySpec(auto_routes=True)
+    spec.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
+    spec.add_node(NodeSpec("r1", kind="router"))
+    spec.add_node(NodeSpec("h2", ip="10.0.1.2/24"))
+    fast = LinkSpec("h1", "r1", a_ip="10.0.0.1/24", b_ip="10.0.0.2/24")
+    fast.params_ab = LinkParams(bw=4e9, delay=0.001)
+    fast.backend, fast.endpoint = "engine", "tap"
+    spec.add_link(fast)
+    spec.add_link(LinkSpec("r1", "h2", a_ip="10.0.1.1/24", b_ip="10.0.1.2/24"))
+    with Network(spec) as net:
+        _, err, code = net["r1"].pexec(["ethtool", "-K", "r1-eth1", "tso", "off", "gso", "off"])
+        assert code == 0, err
+        got, n = send_file(net["h1"], net["h2"], "10.0.1.2", path, PORT)
+        counts = net.links[0].stats()["ab"]["offload"]
+    assert (got, n) == (digest, SIZE)
+    assert counts["chunks"] > 0 and counts["errors"] == 0, counts

@@ -50,42 +50,43 @@ pub(crate) struct DelaySpec {
 
 /// A packet in the line.
 #[derive(Debug, Clone)]
-struct Entry {
+struct Entry<T> {
     departure: u64,
     seq: u64,
-    data: Vec<u8>,
+    data: T,
 }
 
-impl Entry {
+impl<T> Entry<T> {
     fn key(&self) -> (u64, u64) {
         (self.departure, self.seq)
     }
 }
 
-impl PartialEq for Entry {
+impl<T> PartialEq for Entry<T> {
     fn eq(&self, other: &Self) -> bool {
         self.key() == other.key()
     }
 }
 
-impl Eq for Entry {}
+impl<T> Eq for Entry<T> {}
 
-impl PartialOrd for Entry {
+impl<T> PartialOrd for Entry<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Entry {
+impl<T> Ord for Entry<T> {
     fn cmp(&self, other: &Self) -> Ordering {
         self.key().cmp(&other.key())
     }
 }
 
-/// Packets between the end of their transmission and their departure.
+/// Packets (of type `T`) between the end of their transmission and their
+/// departure.
 #[derive(Debug, Clone)]
-pub(crate) struct DelayLine {
-    heap: BinaryHeap<Reverse<Entry>>,
+pub(crate) struct DelayLine<T> {
+    heap: BinaryHeap<Reverse<Entry<T>>>,
     /// Latest departure scheduled so far.
     last_departure: u64,
     /// Entry counter, for stable ties.
@@ -93,7 +94,7 @@ pub(crate) struct DelayLine {
     rng: Rng,
 }
 
-impl DelayLine {
+impl<T> DelayLine<T> {
     /// An empty line; `rng` draws the jitter.
     pub fn new(rng: Rng) -> Self {
         Self {
@@ -127,7 +128,7 @@ impl DelayLine {
 
     /// Schedule a packet that finished transmission at `finish_ns`. Returns
     /// its departure.
-    pub fn insert(&mut self, finish_ns: u64, data: Vec<u8>, spec: &DelaySpec) -> u64 {
+    pub fn insert(&mut self, finish_ns: u64, data: T, spec: &DelaySpec) -> u64 {
         let sample = i128::from(finish_ns) + i128::from(spec.delay_ns) + self.jitter(spec);
         let mut departure = u64::try_from(sample.max(i128::from(finish_ns))).unwrap_or(u64::MAX);
         if !spec.reorder {
@@ -150,7 +151,7 @@ impl DelayLine {
 
     /// The earliest packet if it departs at or before `now`, with its
     /// departure.
-    pub fn pop_due(&mut self, now: u64) -> Option<(u64, Vec<u8>)> {
+    pub fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
         if self.next_departure()? > now {
             return None;
         }
@@ -158,13 +159,19 @@ impl DelayLine {
         Some((e.departure, e.data))
     }
 
-    /// Drop every packet departing after `now`; returns how many. Later
-    /// packets are no longer held back by the dropped ones.
-    pub fn drop_after(&mut self, now: u64) -> u64 {
-        let before = self.heap.len();
-        self.heap.retain(|Reverse(e)| e.departure <= now);
+    /// Drop every packet departing after `now`; returns the sum of their
+    /// `weight`s. Later packets are no longer held back by the dropped ones.
+    pub fn drop_after(&mut self, now: u64, weight: impl Fn(&T) -> u64) -> u64 {
+        let mut dropped = 0;
+        self.heap.retain(|Reverse(e)| {
+            let keep = e.departure <= now;
+            if !keep {
+                dropped += weight(&e.data);
+            }
+            keep
+        });
         self.last_departure = self.last_departure.min(now);
-        (before - self.heap.len()) as u64
+        dropped
     }
 }
 
@@ -183,13 +190,13 @@ mod tests {
         }
     }
 
-    fn drain(line: &mut DelayLine) -> Vec<(u64, Vec<u8>)> {
+    fn drain(line: &mut DelayLine<Vec<u8>>) -> Vec<(u64, Vec<u8>)> {
         std::iter::from_fn(|| line.pop_due(u64::MAX)).collect()
     }
 
     /// Delays of `n` packets spaced `gap` apart.
     fn delays(s: DelaySpec, n: u64, gap: u64, seed: u64) -> Vec<i128> {
-        let mut line = DelayLine::new(Rng::from_seed(seed));
+        let mut line: DelayLine<Vec<u8>> = DelayLine::new(Rng::from_seed(seed));
         (0..n)
             .map(|i| {
                 let finish = 10 * s.jitter_ns + i * gap;
@@ -302,13 +309,13 @@ mod tests {
         for i in 0..10 {
             line.insert(i, vec![], &s);
         }
-        assert_eq!(line.drop_after(14), 5);
+        assert_eq!(line.drop_after(14, |_| 1), 5);
         assert_eq!(drain(&mut line).len(), 5);
     }
 
     #[test]
     fn extremes_saturate() {
-        let mut line = DelayLine::new(Rng::from_seed(9));
+        let mut line: DelayLine<Vec<u8>> = DelayLine::new(Rng::from_seed(9));
         let s = spec(u64::MAX, u64::MAX, JitterDist::Uniform, true);
         assert!(line.insert(u64::MAX, vec![], &s) == u64::MAX);
         let s = spec(u64::MAX, u64::MAX, JitterDist::Normal, true);

@@ -55,6 +55,9 @@ pub struct Departure {
     /// how much later it actually left through
     /// [`Direction::record_lateness`].
     pub scheduled_ns: u64,
+    /// Wire packets it stands for (1 unless it entered through
+    /// [`Direction::push_chunk`]).
+    pub packets: u32,
 }
 
 /// The serialiser in use.
@@ -106,10 +109,14 @@ pub struct Direction {
     corrupt: Corrupt,
     queue: Queue,
     link: Link,
-    line: DelayLine,
+    line: DelayLine<Packet>,
     stats: Recorder,
     /// Leading bytes of every packet that belong to the I/O layer.
     prefix: usize,
+    /// The last chunk of several wire packets to start transmission: start,
+    /// finish, packets, bytes. Those of its packets that would not yet
+    /// have started on a real wire still count as waiting in the queue.
+    chunk_on_wire: Option<(u64, u64, u32, u64)>,
 }
 
 impl Direction {
@@ -138,6 +145,7 @@ impl Direction {
             line: DelayLine::new(Rng::stream(seed, Stream::Jitter)),
             stats: Recorder::default(),
             prefix: 0,
+            chunk_on_wire: None,
             params,
         })
     }
@@ -201,10 +209,12 @@ impl Direction {
         let now = self.clock(now);
         self.advance(now);
         if self.up && !up {
-            self.stats.drops.down += self.queue.clear() + self.line.drop_after(now);
+            self.stats.drops.down +=
+                self.queue.clear() + self.line.drop_after(now, |p| u64::from(p.packets));
             if let Link::Rate(r) = &mut self.link {
                 r.abort(now);
             }
+            self.chunk_on_wire = None;
         }
         self.up = up;
     }
@@ -234,37 +244,120 @@ impl Direction {
 
     /// A packet arrives at `now`.
     pub fn push(&mut self, now: u64, data: Vec<u8>) {
+        let prefix = self.prefix.min(data.len());
+        self.enter(now, Packet::single(data, now, prefix));
+    }
+
+    /// A *chunk* arrives at `now`: one buffer standing for `packets` wire
+    /// packets of `wire_bytes` in all (without the prefix), such as a piece
+    /// of a segmentation-offload super-frame that the I/O layer will hand
+    /// on whole. It is counted, queued and serialised as those wire packets
+    /// (the rate charges `wire_bytes` plus the per-packet overhead
+    /// `packets` times), and leaves as one [`Departure`] when the last of
+    /// them would have finished transmission, plus the delay.
+    ///
+    /// The I/O layer sizes chunks with [`chunk_packets`](Self::chunk_packets),
+    /// which allows more than one packet only where every packet of a chunk
+    /// would be treated alike ([`DirectionParams::allows_chunks`]) and the
+    /// queue has room for all of them.
+    ///
+    /// ```
+    /// use link_core::{Direction, DirectionParams};
+    /// // 12 Mbit/s: a 1500-byte packet takes 1 ms.
+    /// let p = DirectionParams { rate_bps: Some(12_000_000), ..Default::default() };
+    /// let mut d = Direction::new(p).unwrap();
+    /// d.push_chunk(0, vec![0; 4000], 3, 4500);
+    /// assert_eq!(d.next_deadline(), Some(3_000_000));
+    /// let dep = d.poll(3_000_000).unwrap();
+    /// assert_eq!((dep.scheduled_ns, dep.packets), (3_000_000, 3));
+    /// assert_eq!((d.stats().tx_packets, d.stats().tx_bytes), (3, 4500));
+    /// ```
+    pub fn push_chunk(&mut self, now: u64, data: Vec<u8>, packets: u32, wire_bytes: u64) {
+        let packet = Packet {
+            data,
+            arrival_ns: now,
+            packets: packets.max(1),
+            bytes: wire_bytes,
+        };
+        self.enter(now, packet);
+    }
+
+    /// How many wire packets of `segment_bytes` each the next chunk pushed
+    /// at `now` may hold: 1 unless the parameters allow chunks
+    /// ([`DirectionParams::allows_chunks`]); otherwise as many as the rate
+    /// serialises in `max_ns` (so a chunk delays its first packet by at
+    /// most that), and no more than the queue has room for, counting the
+    /// packets of a chunk on the wire that would not have started yet. So
+    /// the queue admits and drops exactly the packets it would admit and
+    /// drop one by one. Never 0.
+    pub fn chunk_packets(&mut self, now: u64, segment_bytes: u64, max_ns: u64) -> u32 {
         let now = self.clock(now);
         self.advance(now);
-        self.stats.rx_packets += 1;
-        let prefix = self.prefix.min(data.len());
-        self.stats.rx_bytes += (data.len() - prefix) as u64;
+        let Some(rate) = self
+            .params
+            .rate_bps
+            .filter(|_| self.up && self.params.allows_chunks())
+        else {
+            return 1;
+        };
+        let wire = u128::from(segment_bytes + u64::from(self.params.overhead_bytes)).max(1);
+        let by_time = u128::from(max_ns) * u128::from(rate) / 8 / 1_000_000_000 / wire;
+        let (packets, bytes) = self.queue.room(self.chunk_pending(now));
+        let by_bytes = bytes / segment_bytes.max(1);
+        let n = by_time.min(u128::from(packets.min(by_bytes)));
+        u32::try_from(n).unwrap_or(u32::MAX).max(1)
+    }
+
+    /// Wire packets and bytes of the chunk on the wire that would not have
+    /// started transmission by `now` had they been sent one by one.
+    fn chunk_pending(&self, now: u64) -> (u64, u64) {
+        match self.chunk_on_wire {
+            Some((start, finish, n, bytes)) if now < finish && start < finish && n > 1 => {
+                let n = u64::from(n);
+                let span = u128::from(finish - start);
+                let done = u128::from(now.saturating_sub(start)) * u128::from(n) / span;
+                let started = (done as u64 + 1).min(n);
+                let pending = n - started;
+                (pending, bytes * pending / n)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// An entry (one packet or a chunk) arrives at `now`.
+    fn enter(&mut self, now: u64, packet: Packet) {
+        let now = self.clock(now);
+        self.advance(now);
+        let count = u64::from(packet.packets);
+        self.stats.rx_packets += count;
+        self.stats.rx_bytes += packet.len();
         self.stats
             .sample_queue(self.queue.len(), self.queue.bytes());
         if !self.up {
-            self.stats.drops.down += 1;
+            self.stats.drops.down += count;
             return;
         }
         if self.loss.lose() {
-            self.stats.drops.loss += 1;
+            self.stats.drops.loss += count;
             return;
         }
         let copy = if self.duplicate.decide(self.params.duplicate) {
-            self.stats.duplicated += 1;
-            Some(data.clone())
+            self.stats.duplicated += count;
+            Some(packet.clone())
         } else {
             None
         };
-        for mut data in std::iter::once(data).chain(copy) {
-            if self.corrupt.apply(self.params.corrupt, &mut data[prefix..]) {
+        let prefix = self.prefix.min(packet.data.len());
+        for mut p in std::iter::once(packet).chain(copy) {
+            p.arrival_ns = now;
+            if self
+                .corrupt
+                .apply(self.params.corrupt, &mut p.data[prefix..])
+            {
                 self.stats.corrupted += 1;
             }
-            let packet = Packet {
-                data,
-                arrival_ns: now,
-                prefix,
-            };
-            self.stats.drops.queue += self.queue.push(packet);
+            let pending = self.chunk_pending(now);
+            self.stats.drops.queue += self.queue.push(p, pending);
         }
         self.advance(now);
     }
@@ -275,10 +368,14 @@ impl Direction {
     pub fn poll(&mut self, now: u64) -> Option<Departure> {
         let now = self.clock(now);
         self.advance(now);
-        let (scheduled_ns, data) = self.line.pop_due(now)?;
-        self.stats.tx_packets += 1;
-        self.stats.tx_bytes += data.len().saturating_sub(self.prefix) as u64;
-        Some(Departure { data, scheduled_ns })
+        let (scheduled_ns, p) = self.line.pop_due(now)?;
+        self.stats.tx_packets += u64::from(p.packets);
+        self.stats.tx_bytes += p.len();
+        Some(Departure {
+            data: p.data,
+            scheduled_ns,
+            packets: p.packets,
+        })
     }
 
     /// Earliest instant at which [`poll`](Self::poll) may return a packet or
@@ -329,13 +426,15 @@ impl Direction {
             link,
             line,
             stats,
+            chunk_on_wire,
             ..
         } = self;
         // A packet left the queue and starts transmission at `start`, ending
         // at `finish`.
         let mut depart = |p: Packet, start: u64, finish: u64| {
             stats.record_sojourn(start.saturating_sub(p.arrival_ns));
-            line.insert(finish, p.data, &spec);
+            *chunk_on_wire = (p.packets > 1).then_some((start, finish, p.packets, p.len()));
+            line.insert(finish, p, &spec);
         };
         while let Some(head) = queue.front() {
             let arrival = head.arrival_ns;
@@ -345,7 +444,8 @@ impl Direction {
                         break;
                     }
                     let p = queue.pop().expect("the queue has a head");
-                    let (start, finish) = r.transmit(arrival, p.len() + overhead, rate);
+                    let size = p.len() + overhead * u64::from(p.packets);
+                    let (start, finish) = r.transmit(arrival, size, rate);
                     depart(p, start, finish);
                 }
                 Link::Trace(t) => {
@@ -356,7 +456,7 @@ impl Direction {
                     let mut budget = OPPORTUNITY_BYTES;
                     let mut first = true;
                     while let Some(head) = queue.front() {
-                        let size = head.len() + overhead;
+                        let size = head.len() + overhead * u64::from(head.packets);
                         if head.arrival_ns > at || (!first && size > budget) {
                             break;
                         }

@@ -321,6 +321,29 @@ impl DirectionParams {
             || self.corrupt > 0.0
     }
 
+    /// Whether the I/O layer may push several wire packets as one chunk
+    /// ([`crate::Direction::push_chunk`]): a rate and nothing drawn per
+    /// packet (no trace, jitter, loss, duplication or corruption) and a
+    /// drop-tail queue, so every packet of a chunk would be serialised
+    /// back to back and treated alike.
+    ///
+    /// ```
+    /// use link_core::DirectionParams;
+    /// let shaped = DirectionParams { rate_bps: Some(1_000_000_000), ..Default::default() };
+    /// assert!(shaped.allows_chunks());
+    /// let lossy = DirectionParams { corrupt: 0.01, ..shaped.clone() };
+    /// assert!(!lossy.allows_chunks());
+    /// ```
+    pub fn allows_chunks(&self) -> bool {
+        self.rate_bps.is_some()
+            && self.trace_ms.is_none()
+            && self.jitter_ns == 0
+            && matches!(self.loss, LossModel::None)
+            && self.duplicate == 0.0
+            && self.corrupt == 0.0
+            && self.queue == QueueKind::DropTail
+    }
+
     /// Check every value, reporting the first problem found (in field
     /// order). Jitter without delay is accepted: the delay is then clipped
     /// at zero.

@@ -97,15 +97,29 @@ pub(crate) struct Packet {
     pub data: Vec<u8>,
     /// When it arrived at the direction, ns.
     pub arrival_ns: u64,
-    /// Leading bytes of `data` that are not the frame (the I/O layer's own
-    /// header, see [`crate::Direction::with_prefix`]).
-    pub prefix: usize,
+    /// Wire packets it stands for: 1, or more for a chunk of a
+    /// segmentation-offload super-frame (see [`crate::Direction::push_chunk`]).
+    pub packets: u32,
+    /// Their bytes on the wire, without the I/O layer's prefix.
+    pub bytes: u64,
 }
 
 impl Packet {
-    /// Length in bytes of the frame, without the I/O layer's prefix.
+    /// One wire packet: `data`, of which the first `prefix` bytes belong to
+    /// the I/O layer (see [`crate::Direction::with_prefix`]).
+    pub fn single(data: Vec<u8>, arrival_ns: u64, prefix: usize) -> Self {
+        let bytes = data.len().saturating_sub(prefix) as u64;
+        Self {
+            data,
+            arrival_ns,
+            packets: 1,
+            bytes,
+        }
+    }
+
+    /// Bytes on the wire, without the I/O layer's prefix.
     pub fn len(&self) -> u64 {
-        self.data.len().saturating_sub(self.prefix) as u64
+        self.bytes
     }
 }
 
@@ -115,8 +129,10 @@ pub(crate) struct Queue {
     /// Waiting packets in arrival order; `None` is a HiFi victim's
     /// tombstone. The head, if any, is never a tombstone.
     slots: VecDeque<Option<Packet>>,
-    /// Packets waiting (slots that are not tombstones).
+    /// Entries waiting (slots that are not tombstones).
     live: usize,
+    /// The wire packets they stand for.
+    held: u64,
     /// Their bytes.
     bytes: u64,
     limit_packets: Option<u32>,
@@ -136,6 +152,7 @@ impl Queue {
         Self {
             slots: VecDeque::new(),
             live: 0,
+            held: 0,
             bytes: 0,
             limit_packets,
             limit_bytes,
@@ -163,9 +180,9 @@ impl Queue {
         self.rng = rng;
     }
 
-    /// Packets waiting.
+    /// Wire packets waiting.
     pub fn len(&self) -> u64 {
-        self.live as u64
+        self.held
     }
 
     /// Bytes waiting.
@@ -180,20 +197,37 @@ impl Queue {
             .map(|s| s.as_ref().expect("the head is live"))
     }
 
-    /// Whether one more packet of `len` bytes respects both limits once
-    /// `freed` (a packet count of 0 or 1, and its bytes) has left.
-    fn fits_after(&self, len: u64, freed: (usize, u64)) -> bool {
+    /// Whether `p` respects both limits once `freed` (wire packets and
+    /// bytes of a victim) has left, counting `extra` (wire packets and bytes
+    /// that wait outside the queue: the unstarted rest of a chunk on the
+    /// wire) as waiting.
+    fn fits_after(&self, p: &Packet, freed: (u64, u64), extra: (u64, u64)) -> bool {
+        let held = self.held - freed.0 + extra.0;
+        let bytes = self.bytes - freed.1 + extra.1;
         let packets_ok = self
             .limit_packets
-            .is_none_or(|l| self.live - freed.0 < l as usize);
+            .is_none_or(|l| held + u64::from(p.packets) <= u64::from(l));
         let bytes_ok = self
             .limit_bytes
-            .is_none_or(|l| (self.bytes - freed.1).saturating_add(len) <= l);
+            .is_none_or(|l| bytes.saturating_add(p.len()) <= l);
         packets_ok && bytes_ok
+    }
+
+    /// How many more wire packets, and bytes, fit with `extra` waiting
+    /// outside the queue (`u64::MAX` where there is no limit).
+    pub fn room(&self, extra: (u64, u64)) -> (u64, u64) {
+        let packets = self.limit_packets.map_or(u64::MAX, |l| {
+            u64::from(l).saturating_sub(self.held + extra.0)
+        });
+        let bytes = self
+            .limit_bytes
+            .map_or(u64::MAX, |l| l.saturating_sub(self.bytes + extra.1));
+        (packets, bytes)
     }
 
     fn enqueue(&mut self, p: Packet) {
         self.bytes += p.len();
+        self.held += u64::from(p.packets);
         self.live += 1;
         self.slots.push_back(Some(p));
     }
@@ -205,14 +239,17 @@ impl Queue {
         }
     }
 
-    /// An arrival. Returns the number of packets dropped (0 or 1).
-    pub fn push(&mut self, p: Packet) -> u64 {
-        if self.fits_after(p.len(), (0, 0)) {
+    /// An arrival, with `extra` wire packets and bytes waiting outside the
+    /// queue (see [`fits_after`](Self::fits_after)). Returns the number of
+    /// wire packets dropped.
+    pub fn push(&mut self, p: Packet, extra: (u64, u64)) -> u64 {
+        if self.fits_after(&p, (0, 0), extra) {
             self.enqueue(p);
             return 0;
         }
+        let lost = u64::from(p.packets);
         if self.kind == QueueKind::DropTail {
-            return 1;
+            return lost;
         }
         // HiFi: the victim is uniform over the live slots and the arrival
         // (index `n`); a tombstone is drawn again.
@@ -224,37 +261,41 @@ impl Queue {
             }
         };
         let freed = match self.slots.get(victim) {
-            Some(Some(v)) => v.len(),
-            _ => return 1, // the arrival itself
+            Some(Some(v)) => (u64::from(v.packets), v.len()),
+            _ => return lost, // the arrival itself
         };
-        if !self.fits_after(p.len(), (1, freed)) {
-            return 1;
+        if !self.fits_after(&p, freed, extra) {
+            return lost;
         }
         self.slots[victim] = None;
         self.live -= 1;
-        self.bytes -= freed;
+        self.held -= freed.0;
+        self.bytes -= freed.1;
         self.enqueue(p);
         self.trim_front();
         if self.slots.len() - self.live > self.live {
             self.slots.retain(Option::is_some);
         }
-        1
+        freed.0
     }
 
     /// Take the head packet (its transmission starts).
     pub fn pop(&mut self) -> Option<Packet> {
         let p = self.slots.pop_front()?.expect("the head is live");
         self.live -= 1;
+        self.held -= u64::from(p.packets);
         self.bytes -= p.len();
         self.trim_front();
         Some(p)
     }
 
-    /// Drop everything (link down). Returns the number of packets dropped.
+    /// Drop everything (link down). Returns the number of wire packets
+    /// dropped.
     pub fn clear(&mut self) -> u64 {
         let n = self.len();
         self.slots.clear();
         self.live = 0;
+        self.held = 0;
         self.bytes = 0;
         n
     }
@@ -264,12 +305,10 @@ impl Queue {
 mod tests {
     use super::*;
 
+    const NONE: (u64, u64) = (0, 0);
+
     fn pkt(len: usize, arrival_ns: u64) -> Packet {
-        Packet {
-            data: vec![0; len],
-            arrival_ns,
-            prefix: 0,
-        }
+        Packet::single(vec![0; len], arrival_ns, 0)
     }
 
     fn drain(q: &mut Queue) -> Vec<u64> {
@@ -279,7 +318,7 @@ mod tests {
     #[test]
     fn droptail_drops_exactly_the_overflow() {
         let mut q = Queue::new(Some(3), None, QueueKind::DropTail, Rng::from_seed(1));
-        let drops: u64 = (0..10).map(|i| q.push(pkt(100, i))).sum();
+        let drops: u64 = (0..10).map(|i| q.push(pkt(100, i), NONE)).sum();
         assert_eq!((drops, q.len(), q.bytes()), (7, 3, 300));
         // The survivors are the first three, in order.
         assert_eq!(drain(&mut q), [0, 1, 2]);
@@ -288,18 +327,18 @@ mod tests {
     #[test]
     fn byte_limit() {
         let mut q = Queue::new(None, Some(1000), QueueKind::DropTail, Rng::from_seed(1));
-        assert_eq!(q.push(pkt(600, 0)), 0);
-        assert_eq!(q.push(pkt(500, 1)), 1);
-        assert_eq!(q.push(pkt(400, 2)), 0);
-        assert_eq!(q.push(pkt(1, 3)), 1);
+        assert_eq!(q.push(pkt(600, 0), NONE), 0);
+        assert_eq!(q.push(pkt(500, 1), NONE), 1);
+        assert_eq!(q.push(pkt(400, 2), NONE), 0);
+        assert_eq!(q.push(pkt(1, 3), NONE), 1);
         assert_eq!((q.len(), q.bytes()), (2, 1000));
         // Larger than the limit: never fits, even empty.
         let mut q = Queue::new(None, Some(1000), QueueKind::DropTail, Rng::from_seed(1));
-        assert_eq!(q.push(pkt(1001, 0)), 1);
+        assert_eq!(q.push(pkt(1001, 0), NONE), 1);
         // Both limits at once.
         let mut q = Queue::new(Some(2), Some(1000), QueueKind::DropTail, Rng::from_seed(1));
         assert_eq!(
-            q.push(pkt(10, 0)) + q.push(pkt(10, 1)) + q.push(pkt(10, 2)),
+            q.push(pkt(10, 0), NONE) + q.push(pkt(10, 1), NONE) + q.push(pkt(10, 2), NONE),
             1
         );
     }
@@ -307,14 +346,14 @@ mod tests {
     #[test]
     fn unlimited_queue() {
         let mut q = Queue::new(None, None, QueueKind::DropTail, Rng::from_seed(1));
-        let drops: u64 = (0..10_000).map(|i| q.push(pkt(1500, i))).sum();
+        let drops: u64 = (0..10_000).map(|i| q.push(pkt(1500, i), NONE)).sum();
         assert_eq!((drops, q.len()), (0, 10_000));
     }
 
     #[test]
     fn hifi_drops_one_per_overflow_and_keeps_order() {
         let mut q = Queue::new(Some(3), None, QueueKind::Hifi, Rng::from_seed(1));
-        let drops: u64 = (0..10).map(|i| q.push(pkt(100, i))).sum();
+        let drops: u64 = (0..10).map(|i| q.push(pkt(100, i), NONE)).sum();
         assert_eq!((drops, q.len(), q.bytes()), (7, 3, 300));
         let order = drain(&mut q);
         assert_eq!(order.len(), 3);
@@ -330,7 +369,7 @@ mod tests {
         let mut dropped = [0u32; 5];
         for _ in 0..50_000 {
             for i in 0..5 {
-                q.push(pkt(1, i));
+                q.push(pkt(1, i), NONE);
             }
             let kept = drain(&mut q);
             let victim = (0..5).find(|i| !kept.contains(i)).unwrap();
@@ -348,7 +387,7 @@ mod tests {
         for _ in 0..20_000 {
             // Three arrivals per departure: two of them overflow.
             for _ in 0..3 {
-                drops += q.push(pkt(100 + (pushed % 7) as usize, pushed));
+                drops += q.push(pkt(100 + (pushed % 7) as usize, pushed), NONE);
                 pushed += 1;
             }
             popped.push(q.pop().unwrap().arrival_ns);
@@ -366,13 +405,13 @@ mod tests {
     #[test]
     fn hifi_arrival_that_would_not_fit_is_the_one_dropped() {
         let mut q = Queue::new(None, Some(1000), QueueKind::Hifi, Rng::from_seed(1));
-        assert_eq!(q.push(pkt(100, 0)), 0);
-        assert_eq!(q.push(pkt(800, 1)), 0);
+        assert_eq!(q.push(pkt(100, 0), NONE), 0);
+        assert_eq!(q.push(pkt(800, 1), NONE), 0);
         // An 850-byte arrival fits only in place of the big packet: a draw
         // that picks the 100-byte one drops the arrival instead.
         let mut replaced = 0;
         for i in 2..200 {
-            assert_eq!(q.push(pkt(850, i)), 1);
+            assert_eq!(q.push(pkt(850, i), NONE), 1);
             let sizes: Vec<u64> = q.slots.iter().flatten().map(Packet::len).collect();
             assert!(sizes == [100, 800] || sizes == [100, 850], "{sizes:?}");
             assert_eq!(q.bytes(), sizes.iter().sum::<u64>());
@@ -387,21 +426,21 @@ mod tests {
     fn reconfigure_keeps_packets_and_clear_counts() {
         let mut q = Queue::new(Some(5), None, QueueKind::Hifi, Rng::from_seed(1));
         for i in 0..7 {
-            q.push(pkt(10, i));
+            q.push(pkt(10, i), NONE);
         }
         // Lowering the limit keeps the 5, with HiFi as with drop-tail.
         q.configure(Some(2), None, QueueKind::Hifi);
         assert_eq!(q.len(), 5);
-        assert_eq!(q.push(pkt(10, 8)), 1);
+        assert_eq!(q.push(pkt(10, 8), NONE), 1);
         assert_eq!(q.len(), 5);
         q.configure(Some(2), None, QueueKind::DropTail);
-        assert_eq!(q.push(pkt(10, 8)), 1);
+        assert_eq!(q.push(pkt(10, 8), NONE), 1);
         for _ in 0..3 {
             q.pop();
         }
-        assert_eq!(q.push(pkt(10, 9)), 1); // 2 queued: still full
+        assert_eq!(q.push(pkt(10, 9), NONE), 1); // 2 queued: still full
         q.pop();
-        assert_eq!(q.push(pkt(10, 10)), 0);
+        assert_eq!(q.push(pkt(10, 10), NONE), 0);
         assert_eq!(q.clear(), 2);
         assert_eq!((q.len(), q.bytes(), q.front()), (0, 0, None));
     }

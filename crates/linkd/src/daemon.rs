@@ -28,7 +28,7 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
 use crate::endpoint::{Endpoint, Opener};
-use crate::gso::{self, VnetHdr};
+use crate::ingress::{self, Ingress};
 use crate::log;
 use crate::rtguard::{self, Pressure, RtGuard, Switch};
 use crate::timing::{Plan, Timing};
@@ -303,9 +303,8 @@ impl<O: Opener> Daemon<O> {
     }
 
     /// Read up to `batch` frames from endpoint `side` of link `id` and push
-    /// each, timestamped as it is read, into the direction it enters. A
-    /// segmentation-offload super-frame entering a direction that must see
-    /// wire packets is cut into them first (see [`crate::gso`]).
+    /// each, timestamped as it is read, into the direction it enters (see
+    /// [`ingress::enter`] for super-frames).
     fn read_endpoint(&mut self, id: u64, side: usize) {
         let Some(link) = self.links.get_mut(&id) else {
             return;
@@ -328,37 +327,14 @@ impl<O: Opener> Daemon<O> {
                         _ => read,
                     };
                     let frame = &self.buf[..n];
-                    let st = &mut link.dirs[side];
                     pushed = true;
-                    let wire = header == 0 || VnetHdr::parse(frame).is_none_or(|h| h.is_wire());
-                    if wire {
-                        st.dir.push(now, frame.to_vec());
-                    } else if !st.dir.params().needs_wire_packets() {
-                        st.offload.whole += 1;
-                        st.dir.push(now, frame.to_vec());
-                    } else {
-                        match gso::to_wire(frame, &mut self.segments) {
-                            Ok(k) => {
-                                st.offload.split += 1;
-                                st.offload.segments += k as u64;
-                                for seg in self.segments.drain(..) {
-                                    st.dir.push(now, seg);
-                                }
-                            }
-                            Err(e) => {
-                                self.segments.clear();
-                                st.offload.errors += 1;
-                                if st.offload.errors.is_power_of_two() {
-                                    log!(
-                                        "link {:?} {}: offloaded frame dropped: {e} ({} so far)",
-                                        link.name,
-                                        DIR_NAMES[side],
-                                        st.offload.errors
-                                    );
-                                }
-                            }
-                        }
-                    }
+                    let at = Ingress {
+                        link: &link.name,
+                        side,
+                        header,
+                        chunk_ns: self.config.chunk_ns,
+                    };
+                    ingress::enter(&mut link.dirs[side], &at, now, frame, &mut self.segments);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

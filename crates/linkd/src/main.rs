@@ -11,6 +11,7 @@ mod control;
 mod daemon;
 mod endpoint;
 mod gso;
+mod ingress;
 mod opener;
 mod ops;
 mod protocol;
@@ -95,10 +96,11 @@ struct Cli {
     /// that a departure's timer wakes it ahead of ordinary processes; 0 keeps
     /// the normal policy. A refusal (no CAP_SYS_NICE, a cgroup without a
     /// real-time budget) is logged and the daemon runs on at normal priority:
-    /// the caller reads the policy actually in force from the kernel. While
-    /// the loop is busy over half of a 10 ms window it leaves SCHED_FIFO, and
-    /// returns after calm windows (stats: engine.realtime), so that it never
-    /// starves what shares its core.
+    /// the caller reads the policy actually in force from the kernel. When
+    /// the loop takes a large share of three 10 ms windows in a row while
+    /// others wait for the CPU (/proc/pressure/cpu), it leaves SCHED_FIFO,
+    /// and returns after calm windows (stats: engine.realtime), so that it
+    /// never starves what shares its core.
     #[arg(long, value_name = "PRIO", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=99))]
     realtime_priority: u8,
@@ -110,6 +112,16 @@ struct Cli {
     #[arg(long, value_name = "on|off", default_value = "on",
           value_parser = ["on", "off"])]
     offload: String,
+
+    /// On a direction that only shapes (a rate, a drop-tail queue, a delay),
+    /// cut super-frames into chunks of as many wire packets as the rate
+    /// sends in this many microseconds, each charged and queued as those
+    /// packets and released when the last of them would have finished; a
+    /// chunk delays its first packet by at most this. 0: one wire packet at
+    /// a time.
+    #[arg(long, value_name = "US", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    chunk_us: u64,
 
     /// Queue limit, in packets, for a direction that sets neither
     /// queue_packets nor queue_bytes (0: leave such queues unlimited).
@@ -181,6 +193,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         spin_budget_pct: cli.spin_budget,
         default_queue_packets: (cli.default_queue_packets > 0).then_some(cli.default_queue_packets),
         realtime: (cli.realtime_priority, granted),
+        chunk_ns: cli.chunk_us * 1000,
     };
     let (listener, mut socket_file) = socket::bind(&cli.control)?;
     let mut daemon = Daemon::new(opener, config, Some(listener), Some(signals))

@@ -68,6 +68,10 @@ pub struct Config {
     /// granted it at start; with both, the loop's [`crate::rtguard`] leaves
     /// SCHED_FIFO while saturated and returns when calm.
     pub realtime: (u8, bool),
+    /// The longest a chunk of a super-frame may take to serialise on a
+    /// shaping direction (the most it delays its first segment); 0: cut
+    /// super-frames into single wire packets.
+    pub chunk_ns: u64,
 }
 
 impl Default for Config {
@@ -78,6 +82,7 @@ impl Default for Config {
             spin_budget_pct: 20,
             default_queue_packets: Some(1000),
             realtime: (0, false),
+            chunk_ns: 50_000,
         }
     }
 }
@@ -103,8 +108,11 @@ pub(crate) struct OffloadCounts {
     pub(crate) whole: u64,
     /// Cut into wire packets...
     pub(crate) split: u64,
-    /// ...this many in all.
+    /// ...this many in all...
     pub(crate) segments: u64,
+    /// ...of which these were pushed as chunks of several segments, each a
+    /// smaller super-frame (a shaping direction, [`Config::chunk_ns`]).
+    pub(crate) chunks: u64,
     /// Dropped: a header the engine cannot segment (counted, logged).
     pub(crate) errors: u64,
 }

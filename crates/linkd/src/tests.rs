@@ -592,7 +592,7 @@ fn engine_timing_is_reported() {
 }
 
 #[test]
-fn offloaded_super_frames_pass_whole_or_as_wire_packets() {
+fn offloaded_super_frames_pass_whole_in_chunks_or_as_wire_packets() {
     let opener = FakeOpener {
         vnet: true,
         ..FakeOpener::default()
@@ -605,10 +605,22 @@ fn offloaded_super_frames_pass_whole_or_as_wire_packets() {
     // Delay only: the super-frame leaves whole, header and all.
     a.send(&frame).unwrap();
     assert_eq!(recv_through(&mut d, &b, Duration::from_secs(2)), frame);
-    // Shaped: it leaves as its three wire packets, each with a zero header.
+    // Shaped at 1 Gbit/s: 4 segments serialise in the default 50 us, so its
+    // 3 leave as one chunk, a super-frame of its own.
     ok(
         &mut d,
         json!({"op":"set_link","link":"l","ab":{"rate_bps": 1_000_000_000u64}}),
+    );
+    a.send(&frame).unwrap();
+    let chunk = recv_through(&mut d, &b, Duration::from_secs(2));
+    let h = crate::gso::VnetHdr::parse(&chunk).unwrap();
+    assert_eq!((h.flags, h.gso_type, h.gso_size), (1, 1, 1448));
+    assert_eq!(chunk.len(), frame.len());
+    // Jittered: every packet is drawn on its own, so it leaves as its
+    // three wire packets, each with a zero header.
+    ok(
+        &mut d,
+        json!({"op":"set_link","link":"l","ab":{"rate_bps": 1_000_000_000u64, "jitter_ns": 1000}}),
     );
     a.send(&frame).unwrap();
     let mut payload = 0;
@@ -621,11 +633,14 @@ fn offloaded_super_frames_pass_whole_or_as_wire_packets() {
     let r = ok(&mut d, json!({"op":"stats","link":"l"}));
     let ab = &r["links"]["l"]["ab"];
     assert_eq!(ab["offload"]["whole"], 1);
-    assert_eq!(ab["offload"]["split"], 1);
-    assert_eq!(ab["offload"]["segments"], 3);
-    // The header is not counted: 4054 bytes of frame, then 3 x 54 + 4000.
-    assert_eq!(ab["rx_packets"], 4);
-    assert_eq!(ab["rx_bytes"], 4054 + 3 * 54 + 4000);
+    assert_eq!(ab["offload"]["split"], 2);
+    assert_eq!(ab["offload"]["chunks"], 1);
+    assert_eq!(ab["offload"]["segments"], 6);
+    // The header is not counted: 4054 bytes of frame, then twice 3 x 54 +
+    // 4000 on the wire.
+    assert_eq!(ab["rx_packets"], 7);
+    assert_eq!(ab["tx_packets"], 7);
+    assert_eq!(ab["rx_bytes"], 4054 + 2 * (3 * 54 + 4000));
     assert_eq!(ab["tx_bytes"], ab["rx_bytes"]);
     // A frame that cannot be segmented is dropped and counted.
     let mut bad = frame.clone();
