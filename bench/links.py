@@ -13,7 +13,8 @@ do). Run it as root with the project's virtualenv::
 
 Targets (``--only`` takes a comma-separated list of them):
 
-- ``rate``: TCP and UDP through one link at 10 Mb/s, 100 Mb/s and 1 Gb/s, engine
+- ``rate``: TCP and UDP through one link at 10 Mb/s, 100 Mb/s and 1 Gb/s (and TCP at 2
+  and 5 Gb/s), engine
   and htb (backend ``tc``) side by side; the delivered rate per 10 ms window
   from a receiver-side capture (tcpdump), its deviation from the configured rate.
 - ``delay``: RTT minus twice the configured delay (1, 10, 50 ms) under 10 Mb/s
