@@ -202,6 +202,7 @@ def test_engine_ingress_drops_are_kernel_drops() -> None:
     assert v.level == "untrusted", v.reasons
     (r,) = [r for r in v.reasons if r.code == "kernel_drops"]
     assert "engine link" in r.message and "ingress 500" in r.message
+    assert "endpoint 'tap'" in r.message  # what to do about it
     assert judge(UDP, _record(engine=[_engine(0.010, 10_000)])).level == "trusted"
 
 

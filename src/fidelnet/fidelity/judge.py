@@ -240,10 +240,16 @@ def _kernel_drops(rec: MonitorRecord, obs: Observation, th: Thresholds) -> Itera
     ratio = total / obs.packets if obs.packets else 1.0
     level: Level = "untrusted" if ratio >= th.kernel_drops_untrusted_ratio else "degraded"
     where = ", ".join(f"{w} {n}" for w, n in places[:4])
+    hint = ""
+    if any(e.drops_ingress > 0 for e in rec.engine):
+        hint = (
+            "; an engine link's AF_XDP ring ran full because linkd could not keep up "
+            "with one frame at a time: endpoint 'tap' carries TCP in super-frames"
+        )
     yield Reason(
         code="kernel_drops",
         level=level,
-        message=f"the kernel dropped {total:,} packets on the path ({where})",
+        message=f"the kernel dropped {total:,} packets on the path ({where}){hint}",
         value=float(total),
         threshold=0.0,
         unit="packets",
