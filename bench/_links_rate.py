@@ -45,8 +45,8 @@ FAST = 2e9
 """From this rate up, TCP only (iperf3 does not send that much over UDP here). The
 engine link takes TAP endpoints there (``MAX_AUTO_RATE``), so super-frames cross it
 in chunks. 2 Gbit/s is the highest rate one shaped engine link kept within the goal
-on the 2-core VM (0.57-0.58 %; 3 Gbit/s: 1.1-1.4 %); 5 Gbit/s shows where it stops
-(windows 3-13 % short, linkd at 88 % of a core; one unshaped engine link carries
+on the 2-core VM (0.57-0.66 %; 3 Gbit/s: 1.1-1.4 %); 5 Gbit/s shows where it stops
+(windows 3-19 % short, linkd at 88 % of a core; one unshaped engine link carries
 8.2 Gbit/s of TCP, so 10 Gbit/s would measure the machine, not the shaper)."""
 RATE_GOAL = 1.0  # percent, |deviation| at the 95th percentile of 10 ms windows
 WINDOW_NS = 10_000_000
