@@ -283,7 +283,11 @@ class Network:
         if self.engine is None:
             self._fabric_netlink()
             engine = LinkEngine(
-                self.run_id, self._fabric, self.state_record, extra_args=self.engine_args
+                self.run_id,
+                self._fabric,
+                self.state_record,
+                extra_args=self.engine_args,
+                threads=self.spec.engine_threads,
             )
             self.engine = engine
             engine.start()

@@ -116,3 +116,19 @@ def test_an_endpoint_on_a_tc_link_is_refused() -> None:
     assert e.field == "links[0].endpoint" and "backend is tc" in e.problem
     assert problems(_spec(endpoint="auto", backend="tc")) == []
     assert problems(_spec(endpoint="tap", backend="engine")) == []
+
+
+@pytest.mark.parametrize("bad", [0, 65, -1, 2.0, True, "2"])
+def test_engine_threads_out_of_range_are_refused_by_name(bad: object) -> None:
+    spec = _spec()
+    spec.engine_threads = bad  # type: ignore[assignment]
+    (e,) = problems(spec)
+    assert e.field == "engine_threads"
+    assert str(e).startswith("engine_threads: must be a whole number from 1 to 64")
+
+
+def test_engine_threads_in_range_are_accepted() -> None:
+    for n in (1, 2, 64):
+        spec = _spec()
+        spec.engine_threads = n
+        assert problems(spec) == []

@@ -18,6 +18,7 @@ FAKE = r"""
 import json, os, socket, sys
 args = sys.argv[1:]
 path = args[args.index("--control") + 1]
+threads = int(args[args.index("--threads") + 1]) if "--threads" in args else 1
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind(path)
 os.chmod(path, 0o600)
@@ -32,7 +33,7 @@ for line in f:
         sys.stderr.write("fake linkd: segfault simulated\n"); sys.stderr.flush()
         os._exit(139)
     if op == "hello":
-        rep = {"ok": True, "pid": os.getpid(), "endpoint": "tap"}
+        rep = {"ok": True, "pid": os.getpid(), "endpoint": "tap", "threads": threads}
     elif op == "add_link":
         if req["link"] in links:
             rep = {"ok": False, "error": "link exists"}
@@ -110,3 +111,36 @@ def test_linkd_options_come_from_the_network_or_the_environment(
     monkeypatch.setenv("FIDELNET_LINKD_ARGS", "--spin-us 50 --batch '32'")
     assert Network().engine_args == ["--spin-us", "50", "--batch", "32"]
     assert Network(engine_args=["--spin-us", "0"]).engine_args == ["--spin-us", "0"]
+
+
+@pytest.mark.parametrize(
+    ("threads", "extra", "loops"),
+    [
+        (1, [], "1 engine loop"),
+        (3, [], "3 engine loops"),
+        (3, ["--threads", "2"], "2 engine loops"),
+    ],
+)
+def test_engine_threads_reach_linkd_and_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int, extra: list[str], loops: str
+) -> None:
+    fake = tmp_path / "fake-linkd"
+    fake.write_text(f"#!{sys.executable}\n{FAKE}")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("FIDELNET_LINKD", str(fake))
+    eng = LinkEngine(
+        "thr1",
+        None,
+        lambda kind, **f: None,
+        state_dir=str(tmp_path),
+        threads=threads,
+        extra_args=extra,
+        realtime_priority=0,
+        spin_us=0,
+    )
+    eng.start()
+    try:
+        # What linkd said it runs (the fake echoes --threads), not what was asked.
+        assert eng.release.endswith("; " + loops)
+    finally:
+        eng.stop()

@@ -104,6 +104,7 @@ CASES: list[tuple[str, str, str]] = [
     ),
     ("endpoint-unknown.yaml", "8:44", "topology.links[1].endpoint: unknown value"),
     ("engine-endpoint-unknown.yaml", "4:3", "topology.engine_endpoint: unknown value"),
+    ("engine-threads-0.yaml", "4:3", "topology.engine_threads: must be at least 1 (got 0)"),
     ("expect-exit-300.yaml", "9:33", "setup[0].expect_exit: must be at most 255"),
     (
         "fastpath-on-host.yaml",

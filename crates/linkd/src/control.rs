@@ -214,5 +214,8 @@ impl<O: Opener> Daemon<O> {
         if n > 0 {
             log!("closed {n} link(s)");
         }
+        if let Some(mut pool) = self.pool.take() {
+            pool.stop();
+        }
     }
 }

@@ -30,12 +30,14 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use crate::endpoint::{Endpoint, Opener};
 use crate::ingress::{self, Ingress};
 use crate::log;
+use crate::pool::{Inbox, Pool};
 use crate::rtguard::{self, Pressure, RtGuard, Switch};
 use crate::timing::{Plan, Timing};
 
 pub(crate) use crate::state::{
     conn_token, tap_token, Conn, DirState, Link, CONN_READ_BUDGET, DIR_NAMES, KIND_CONN,
-    KIND_FIXED, KIND_TAP_A, MAX_OUTBUF, SIDE_NAMES, TOKEN_LISTENER, TOKEN_SIGNAL, TOKEN_TIMER,
+    KIND_FIXED, KIND_TAP_A, MAX_OUTBUF, SIDE_NAMES, TOKEN_INBOX, TOKEN_LISTENER, TOKEN_SIGNAL,
+    TOKEN_TIMER,
 };
 pub use crate::state::{now_ns, Config, MAX_LINE, RECV_BUF};
 
@@ -71,6 +73,11 @@ pub struct Daemon<O: Opener> {
     pub(crate) timer_woke: bool,
     /// Reused buffer of wire packets cut from a super-frame.
     pub(crate) segments: Vec<Vec<u8>>,
+    /// The engine loops carrying the links, when this is the control loop
+    /// of a daemon with `--threads` > 1 (see [`crate::pool`]).
+    pub(crate) pool: Option<Pool>,
+    /// Requests from the control loop, when this is one of its engine loops.
+    pub(crate) inbox: Option<Inbox>,
 }
 
 /// Stale heap entries tolerated beyond two per direction before a rebuild.
@@ -137,7 +144,30 @@ impl<O: Opener> Daemon<O> {
             pressure: Pressure::open(),
             timer_woke: false,
             segments: Vec::new(),
+            pool: None,
+            inbox: None,
         })
+    }
+
+    /// An engine loop of a daemon with several ([`crate::pool`]): no control
+    /// socket, no signals; it serves the requests that arrive in `inbox`.
+    pub(crate) fn new_worker(opener: O, config: Config, inbox: Inbox) -> io::Result<Self> {
+        let mut d = Self::new(opener, config, None, None)?;
+        d.epoll
+            .add(
+                inbox.wake.as_ref(),
+                EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_INBOX),
+            )
+            .map_err(errno_io)?;
+        d.inbox = Some(inbox);
+        Ok(d)
+    }
+
+    /// Make this daemon the control loop of `pool`, which carries every link
+    /// from now on.
+    pub fn with_pool(mut self, pool: Pool) -> Self {
+        self.pool = Some(pool);
+        self
     }
 
     /// Why the daemon is stopping, if it is.
@@ -277,6 +307,7 @@ impl<O: Opener> Daemon<O> {
                 TOKEN_LISTENER => self.accept(),
                 TOKEN_TIMER => self.timer_fired(),
                 TOKEN_SIGNAL => self.read_signals(),
+                TOKEN_INBOX => self.serve_inbox(),
                 _ => {}
             },
             KIND_CONN => self.conn_event(id, flags),
@@ -289,6 +320,28 @@ impl<O: Opener> Daemon<O> {
         // resets its count, so there is nothing to read.
         self.timer_armed = None;
         self.timer_woke = true;
+    }
+
+    /// Run the requests the control loop sent (an engine loop of several),
+    /// in order, and send each reply back.
+    fn serve_inbox(&mut self) {
+        let Some(inbox) = &self.inbox else { return };
+        // Non-blocking: a wake-up for jobs already served reads EAGAIN.
+        let _ = inbox.wake.read();
+        loop {
+            let Some(inbox) = &self.inbox else { return };
+            let job = match inbox.jobs.try_recv() {
+                Ok(job) => job,
+                Err(std::sync::mpsc::TryRecvError::Empty) => return,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    // The control loop is gone: nothing can reach this loop.
+                    self.shutdown = Some("control loop gone".to_owned());
+                    return;
+                }
+            };
+            let reply = self.dispatch(job.request);
+            let _ = job.reply.send(reply);
+        }
     }
 
     fn read_signals(&mut self) {

@@ -14,6 +14,7 @@ mod gso;
 mod ingress;
 mod opener;
 mod ops;
+mod pool;
 mod protocol;
 mod rtguard;
 mod socket;
@@ -33,6 +34,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::daemon::{Config, Daemon};
 use crate::opener::KernelOpener;
+use crate::pool::Pool;
 
 /// Write one line to stderr, prefixed with the program's name. A broken
 /// stderr is ignored: logging must never stop the daemon.
@@ -123,6 +125,15 @@ struct Cli {
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     chunk_us: u64,
 
+    /// Engine loops, one thread each. With more than one, the main thread
+    /// keeps the control socket and carries no link; each new link goes to
+    /// the loop with the fewest links and stays there (a link is never
+    /// reordered across threads). More loops help only where there are
+    /// cores for them beside the traffic's own processes and softirqs.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
+
     /// Queue limit, in packets, for a direction that sets neither
     /// queue_packets nor queue_bytes (0: leave such queues unlimited).
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -198,11 +209,22 @@ fn run(cli: &Cli) -> Result<(), String> {
     let (listener, mut socket_file) = socket::bind(&cli.control)?;
     let mut daemon = Daemon::new(opener, config, Some(listener), Some(signals))
         .map_err(|e| format!("cannot set up the event loop: {e}"))?;
+    if cli.threads > 1 {
+        let offload = cli.offload == "on";
+        let make = move || {
+            KernelOpener::new(offload)
+                .map_err(|e| format!("cannot open the own network namespace: {e}"))
+        };
+        let pool = Pool::start(cli.threads.into(), config, make)
+            .map_err(|e| format!("cannot start the engine loops: {e}"))?;
+        daemon = daemon.with_pool(pool);
+    }
     socket_file.publish()?;
     log!(
-        "ready: pid {}, control socket {}, batch {}, spin {} us (budget {} %)",
+        "ready: pid {}, control socket {}, {} engine loop(s), batch {}, spin {} us (budget {} %)",
         std::process::id(),
         cli.control.display(),
+        cli.threads,
         cli.batch,
         cli.spin_us,
         cli.spin_budget
@@ -218,3 +240,5 @@ fn run(cli: &Cli) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pool;

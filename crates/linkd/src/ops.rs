@@ -23,18 +23,24 @@ impl<O: Opener> Daemon<O> {
                 "endpoint": self.opener.kind(),
                 "endpoint_kinds": self.opener.kinds(),
                 "offloads": self.opener.offloads(),
+                "threads": self.pool.as_ref().map_or(1, |p| p.len()),
             }))),
+            Request::Shutdown if self.inbox.is_some() => {
+                self.shutdown = Some("the control loop stops".to_owned());
+                Ok(Map::new())
+            }
+            Request::Shutdown => {
+                log!("shutdown requested");
+                self.shutdown = Some("shutdown request".to_owned());
+                Ok(Map::new())
+            }
+            request if self.pool.is_some() => self.pool.as_mut().expect("checked").route(request),
             Request::AddLink(req) => self.add_link(req),
             Request::SetLink(req) => self.set_link(req),
             Request::SetState { link, up } => self.set_state(&link, up),
             Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
-            Request::Shutdown => {
-                log!("shutdown requested");
-                self.shutdown = Some("shutdown request".to_owned());
-                Ok(Map::new())
-            }
         }
     }
 

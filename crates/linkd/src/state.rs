@@ -34,6 +34,7 @@ pub(crate) const KIND_TAP_A: u64 = 2;
 pub(crate) const TOKEN_LISTENER: u64 = KIND_FIXED;
 pub(crate) const TOKEN_TIMER: u64 = (1 << 2) | KIND_FIXED;
 pub(crate) const TOKEN_SIGNAL: u64 = (2 << 2) | KIND_FIXED;
+pub(crate) const TOKEN_INBOX: u64 = (3 << 2) | KIND_FIXED;
 
 pub(crate) fn conn_token(id: u64) -> u64 {
     (id << 2) | KIND_CONN

@@ -2,12 +2,12 @@
 //! end of a datagram socket pair, the test holds the other end. No root
 //! needed.
 
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -16,16 +16,49 @@ use crate::daemon::{now_ns, Config, Daemon};
 use crate::endpoint::{Endpoint, EndpointSpec, Opener};
 use crate::tcx::Way;
 
+/// A counter shared between the test and the fakes (which may live in an
+/// engine loop's thread).
+#[derive(Default, Clone)]
+pub(crate) struct Count(Arc<AtomicUsize>);
+
+impl Count {
+    pub(crate) fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn set(&self, v: usize) {
+        self.0.store(v, Ordering::SeqCst);
+    }
+}
+
+/// A value shared between the test and the fakes.
+#[derive(Default)]
+pub(crate) struct Shared<T>(Arc<Mutex<T>>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<T> Shared<T> {
+    fn borrow(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap()
+    }
+    pub(crate) fn borrow_mut(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap()
+    }
+}
+
 /// A fake endpoint; counts itself in `live` while it exists.
-struct Fake {
+pub(crate) struct Fake {
     sock: UnixDatagram,
-    live: Rc<Cell<usize>>,
+    live: Count,
     /// Frames carry a virtio-net header.
     vnet: bool,
     spec: EndpointSpec,
     /// Redirect guards held (counted in `FakeOpener::held` while held).
     guards: Vec<OwnedFd>,
-    held: Rc<Cell<usize>>,
+    held: Count,
 }
 
 impl Drop for Fake {
@@ -69,19 +102,19 @@ type Redirect = (String, String, String, Way);
 
 /// Hands out fakes; the test side of each is kept under its ifname.
 #[derive(Default, Clone)]
-struct FakeOpener {
-    live: Rc<Cell<usize>>,
-    opened: Rc<Cell<usize>>,
-    peers: Rc<RefCell<HashMap<String, UnixDatagram>>>,
+pub(crate) struct FakeOpener {
+    pub(crate) live: Count,
+    opened: Count,
+    peers: Shared<HashMap<String, UnixDatagram>>,
     /// Opening an endpoint with this ifname fails.
-    fail: Rc<RefCell<Option<String>>>,
+    pub(crate) fail: Shared<Option<String>>,
     /// Endpoints carry virtio-net headers.
     vnet: bool,
     /// Redirects made, in order: (netns, from, to, way).
-    redirects: Rc<RefCell<Vec<Redirect>>>,
+    redirects: Shared<Vec<Redirect>>,
     /// A redirect from this interface fails.
-    fail_redirect: Rc<RefCell<Option<String>>>,
-    held: Rc<Cell<usize>>,
+    fail_redirect: Shared<Option<String>>,
+    held: Count,
 }
 
 impl Opener for FakeOpener {
@@ -136,7 +169,7 @@ impl Opener for FakeOpener {
 }
 
 impl FakeOpener {
-    fn peer(&self, ifname: &str) -> UnixDatagram {
+    pub(crate) fn peer(&self, ifname: &str) -> UnixDatagram {
         self.peers.borrow()[ifname].try_clone().unwrap()
     }
 }
@@ -147,26 +180,26 @@ fn daemon() -> (Daemon<FakeOpener>, FakeOpener) {
     (d, opener)
 }
 
-fn call(d: &mut Daemon<FakeOpener>, req: Value) -> Value {
+pub(crate) fn call(d: &mut Daemon<FakeOpener>, req: Value) -> Value {
     let reply = d.handle_line(req.to_string().as_bytes());
     assert_eq!(reply.last(), Some(&b'\n'));
     assert_eq!(reply.iter().filter(|&&b| b == b'\n').count(), 1);
     serde_json::from_slice(&reply).unwrap()
 }
 
-fn ok(d: &mut Daemon<FakeOpener>, req: Value) -> Value {
+pub(crate) fn ok(d: &mut Daemon<FakeOpener>, req: Value) -> Value {
     let r = call(d, req.clone());
     assert_eq!(r["ok"], true, "{req} -> {r}");
     r
 }
 
-fn error(d: &mut Daemon<FakeOpener>, req: Value) -> String {
+pub(crate) fn error(d: &mut Daemon<FakeOpener>, req: Value) -> String {
     let r = call(d, req.clone());
     assert_eq!(r["ok"], false, "{req} -> {r}");
     r["error"].as_str().unwrap().to_owned()
 }
 
-fn add(name: &str, a: &str, b: &str, ab: Value, ba: Value) -> Value {
+pub(crate) fn add(name: &str, a: &str, b: &str, ab: Value, ba: Value) -> Value {
     json!({"op":"add_link","link":name,
            "a":{"netns":"/run/netns/x","ifname":a},"b":{"netns":"/run/netns/y","ifname":b},
            "ab":ab,"ba":ba})

@@ -132,6 +132,7 @@ class LinkEngine:
         state_dir: str = STATE_DIR,
         realtime_priority: int | None = None,
         spin_us: int | None = None,
+        threads: int = 1,
     ) -> None:
         self.run_id = run_id
         self.netns = netns
@@ -154,6 +155,8 @@ class LinkEngine:
         self.scheduling_reason = why
         """Where the priority asked came from: ``default``, ``calibrated, profile
         <key>``, ``asked``, or the caller's own ``--realtime-priority``."""
+        self.threads = threads
+        """Engine loops asked for (``--threads``); :attr:`release` says how many run."""
         self.offloads = ""
         """Segmentation offloads at the engine's endpoints, as linkd reported them:
         ``"tso+uso"``, ``"tso"`` (no UDP segmentation before Linux 6.2) or ``"off"``
@@ -196,6 +199,8 @@ class LinkEngine:
             self.release = "as in the engine arguments: " + " ".join(self._extra)
         else:
             argv += ["--spin-us", str(self._spin), "--spin-budget", str(SPIN_BUDGET_PCT)]
+        if not any(a.startswith("--threads") for a in self._extra) and self.threads > 1:
+            argv += ["--threads", str(self.threads)]
         if self.netns is not None or self._cgroups:
             argv = launcher.exec_argv(argv, netns=self.netns, cgroups=self._cgroups)
         with open(self.log_path, "wb") as logf:
@@ -213,6 +218,8 @@ class LinkEngine:
         self._connect()
         hello = self.request("hello")
         self.offloads = str(hello.get("offloads", "off"))
+        loops = int(hello.get("threads", 1))
+        self.release += f"; {loops} engine loop{'s' if loops != 1 else ''}"
         self.scheduling = self._scheduling(asked)
         log.debug("linkd pid %s ready: %s; %s", self.proc.pid, hello, self.scheduling)
 

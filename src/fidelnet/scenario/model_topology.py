@@ -292,6 +292,11 @@ class Topology(_Model):
     engine_endpoint: EngineEndpoint = "auto"
     """Default endpoint of engine links: ``auto`` (``af_xdp`` where it can for a link that
     delays or shapes, ``tap`` otherwise), ``tap`` or ``af_xdp``."""
+    engine_threads: int = Field(1, ge=1, le=64)
+    """Link-engine loops, one thread each (linkd ``--threads``): each engine link is
+    carried by one of them (the one with the fewest links when it is made), so its
+    packets are never reordered. More than one helps only where there are cores for
+    them beside the traffic's own processes."""
     ip_base: str = "10.0.0.0/8"
     """Network that hosts without an address get theirs from."""
     auto_routes: bool | None = None

@@ -170,6 +170,7 @@ class TopologySpec:
     engine_endpoint: EngineEndpoint = "auto"  # default for engine links that do not choose
     seed: int | None = None  # seeds every link without its own; None: random, recorded
     fastpath: FastPath | None = None  # every router's fast path, unless it sets its own
+    engine_threads: int = 1  # link-engine loops (linkd --threads); links spread over them
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

@@ -92,6 +92,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
     checks: tuple[Callable[[TopologySpec], Problems], ...] = (
         _check_link_backend,
         _check_fastpath,
+        _check_engine_threads,
         _check_ip_base,
         _check_nodes,
         _check_links,
@@ -148,6 +149,19 @@ def _check_link_backend(spec: TopologySpec) -> Problems:
             "unknown engine endpoint",
             spec.engine_endpoint,
             list(ENGINE_ENDPOINTS),
+        )
+
+
+ENGINE_THREADS_MAX = 64
+
+
+def _check_engine_threads(spec: TopologySpec) -> Problems:
+    n = spec.engine_threads
+    if not _is_int(n) or not 1 <= n <= ENGINE_THREADS_MAX:
+        yield ValidationError(
+            "engine_threads",
+            f"must be a whole number from 1 to {ENGINE_THREADS_MAX}",
+            n,
         )
 
 
