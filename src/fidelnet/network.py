@@ -298,8 +298,19 @@ class Network:
             name = f"fn{self.run_id}.fabric"
             with self._owning("netns", name=name):
                 self._fabric = ns.create(name)
-            self._fabric_nl = Netlink(self._fabric)
-            self._fabric_nl.set_link(1, state="up")
+            nl = Netlink(self._fabric)
+            # Switches are layer-2 devices: their bridges and ports get no IPv6
+            # address, route or multicast membership of their own (they still forward
+            # IPv6 between nodes). With IPv6 on, every bridge and port in this one
+            # namespace had a link-local address and an fe80::/64 route, and every
+            # IPv6 multicast frame a node sent while coming up (DAD, router
+            # solicitation, MLD) was passed up to each bridge and looked up in that
+            # growing table: build time grew with the square of the switches
+            # (docs/scale.md). Set before the first device exists.
+            for key in ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6"):
+                nl.write_sysctl(key, "1")
+            nl.set_link(1, state="up")
+            self._fabric_nl = nl
         return self._fabric_nl
 
     def _create_node(self, spec: NodeSpec) -> Node:

@@ -210,3 +210,28 @@ def test_stop_is_idempotent() -> None:
     net.stop()
     net.stop()
     assert not net.is_open
+
+
+def test_switches_forward_ipv6_with_no_address_of_their_own() -> None:
+    # The fabric namespace has IPv6 off (docs/scale.md): bridges and their ports hold
+    # no address or route, and still carry IPv6 between hosts, global and link-local.
+    with Network(linear(3)) as net:
+        h1, h3 = net["h1"], net["h3"]
+        h1.cmd("ip -6 addr add fd00::1/64 dev h1-eth0 nodad")
+        h3.cmd("ip -6 addr add fd00::3/64 dev h3-eth0 nodad")
+        out = h1.cmd("ping -6 -n -c2 -W2 -w10 fd00::3")
+        assert " 0% packet loss" in out, out
+        # The link-local address leaves its tentative state after DAD.
+        link_local = ""
+        for _ in range(50):
+            fields = h3.cmd("ip -6 -o addr show dev h3-eth0 scope link -tentative").split()
+            if len(fields) > 3:
+                link_local = fields[3].split("/")[0]
+                break
+            h3.cmd("sleep 0.1")
+        assert link_local.startswith("fe80::"), link_local
+        out = h1.cmd(f"ping -6 -n -c2 -W2 -w10 {link_local}%h1-eth0")
+        assert " 0% packet loss" in out, out
+        fabric = net.switches[0]
+        assert fabric.cmd("ip -6 -o addr show").strip() == ""
+        assert fabric.cmd("ip -6 -o route show table all").strip() == ""
