@@ -30,7 +30,7 @@ from typing import Any
 
 from fidelnet import fastpath, l3
 from fidelnet.errors import KernelError, StateError, ValidationError
-from fidelnet.kernel import cgroups, ns, tc
+from fidelnet.kernel import cgroups, limits, ns, nscleanup, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, mark_for
 from fidelnet.kernel.teardown import remove_all
@@ -42,7 +42,7 @@ from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
 from fidelnet.links.engine_link import XskBudget, add_engine_link
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
-from fidelnet.topology import addressing
+from fidelnet.topology import addressing, footprint
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
 
@@ -52,6 +52,7 @@ log = logging.getLogger("fidelnet")
 
 _KIND_CLASSES: dict[str, type[Node]] = {"host": Host, "router": Router, "switch": Switch}
 _STP_TIMEOUT = 45.0
+_IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
 
 
 class Network:
@@ -94,6 +95,11 @@ class Network:
         self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)
         self._started = False
         self._old_handlers: dict[int, Any] = {}
+        self.timings: dict[str, float | None] = {}
+        """Seconds: ``build`` (nodes, links, configuration and STP), ``teardown``
+        (:meth:`stop` until every object is removed) and ``kernel_cleanup`` (then
+        until the kernel had freed the namespaces; None when :meth:`stop` did not
+        wait, or gave up after its timeout). Kept after :meth:`stop`."""
 
     # -- identity and ownership --------------------------------------------------
 
@@ -217,6 +223,7 @@ class Network:
     def build(self) -> None:
         """Create every node and link of the spec not yet created, and configure them."""
         self.check_link_params(self.spec.links)
+        self.check_capacity()
         fastpath.preflight(self.spec)
         self.open()
         try:
@@ -235,6 +242,7 @@ class Network:
     def start(self) -> Network:
         """Build (if needed) and wait until the network forwards (STP converged)."""
         if not self._started:
+            began = time.perf_counter()
             self.build()
             try:
                 self.wait_stp()
@@ -242,6 +250,7 @@ class Network:
                 self.stop()
                 raise
             self._started = True
+            self.timings["build"] = time.perf_counter() - began
         return self
 
     def __enter__(self) -> Network:
@@ -258,6 +267,15 @@ class Network:
             self._choose(link, f"link {link.a}-{link.b} (links[{i}])")
             for i, link in enumerate(links)
         ]
+
+    def check_capacity(self, spec: TopologySpec | None = None, shells: bool = False) -> None:
+        """Refuse a topology the machine cannot hold (memory, open files, tasks,
+        namespaces) before anything is built, naming the limit; raise this process's
+        soft limit on open files when the topology needs more and the hard limit
+        allows it (:mod:`fidelnet.topology.footprint`)."""
+        here = limits.machine()
+        need = footprint.check(spec or self.spec, here, shells)
+        limits.raise_nofile(need.fds + here.open_fds)
 
     def _choose(self, link: LinkSpec, where: str) -> Choice:
         requested = link.backend or self.spec.link_backend
@@ -307,7 +325,7 @@ class Network:
             # solicitation, MLD) was passed up to each bridge and looked up in that
             # growing table: build time grew with the square of the switches
             # (docs/scale.md). Set before the first device exists.
-            for key in ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6"):
+            for key in _IPV6_OFF:
                 nl.write_sysctl(key, "1")
             nl.set_link(1, state="up")
             self._fabric_nl = nl
@@ -336,7 +354,13 @@ class Network:
             name = self.ns_name(spec.name)
             with self._owning("netns", name=name):
                 node.netns = ns.create(name)
-            node.netlink().set_link(1, state="up")
+            nl = node.netlink()
+            if not self.spec.ipv6:
+                # Before any device exists, so none ever gets an IPv6 address or sends
+                # DAD, router solicitations or MLD reports (docs/scale.md).
+                for key in _IPV6_OFF:
+                    nl.write_sysctl(key, "1")
+            nl.set_link(1, state="up")
         self.nodes[spec.name] = node
 
     def _create_link(self, link: LinkSpec) -> Link:
@@ -447,10 +471,32 @@ class Network:
 
     # -- teardown -----------------------------------------------------------------
 
-    def stop(self) -> None:
-        """End every process, remove every object this run made. Idempotent."""
+    def stop(self, wait_kernel: bool = True, kernel_timeout: float = 300.0) -> None:
+        """End every process, remove every object this run made. Idempotent.
+
+        With ``wait_kernel`` (the default) it then waits until the kernel has freed
+        the namespaces (at most ``kernel_timeout`` seconds): the kernel does that
+        after deletion returns, and until it is done, the next run's namespaces and
+        devices wait for it. ``timings`` says how long each part took."""
         if self._state is None:
             return
+        began = time.perf_counter()
+        self._remove_all()
+        self.timings["teardown"] = time.perf_counter() - began
+        self.timings["kernel_cleanup"] = None
+        if wait_kernel:
+            done = nscleanup.wait_idle(timeout=kernel_timeout)
+            self.timings["kernel_cleanup"] = done.seconds if done.finished else None
+            if not done.finished:
+                log.warning(
+                    "the kernel was still freeing network namespaces after %.0f s; stopped waiting",
+                    kernel_timeout,
+                )
+            elif done.seconds >= 1.0:
+                log.info("the kernel freed the run's namespaces in %.1f s", done.seconds)
+
+    def _remove_all(self) -> None:
+        assert self._state is not None
         for node in self.nodes.values():
             try:
                 node.close()

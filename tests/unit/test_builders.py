@@ -353,3 +353,9 @@ def test_deep_tree_does_not_overflow_the_stack() -> None:
 def test_huge_tree_is_refused_quickly() -> None:
     with pytest.raises(ValidationError, match="limit is 100000"):
         tree(10**7, 2)
+
+
+def test_fattree_switches_run_stp_because_the_tree_has_loops() -> None:
+    spec = fattree(4)
+    assert all(s.stp for s in spec.switches())
+    assert not any(h.stp for h in spec.hosts())

@@ -120,3 +120,11 @@ def test_run_mn_invalid_input_exits_2(capsys: pytest.CaptureFixture[str]) -> Non
     assert run_mn(["--topo", "ring,3"]) == 2
     assert "unknown topology 'ring'" in capsys.readouterr().err
     assert run_mn(["--version"]) == 0
+
+
+def test_ipv6_option() -> None:
+    assert parse(["--topo", "linear,2"]).options.ipv6 == "on"
+    assert parse(["--topo", "linear,2", "--ipv6", "off"]).options.ipv6 == "off"
+    with pytest.raises(ValidationError) as exc:
+        parse(["--ipv6", "maybe"])
+    assert "--ipv6" in str(exc.value) and "maybe" in str(exc.value)

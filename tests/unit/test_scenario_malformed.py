@@ -106,6 +106,7 @@ CASES: list[tuple[str, str, str]] = [
     ("engine-endpoint-unknown.yaml", "4:3", "topology.engine_endpoint: unknown value"),
     ("engine-threads-0.yaml", "4:3", "topology.engine_threads: must be at least 1 (got 0)"),
     ("expect-exit-300.yaml", "9:33", "setup[0].expect_exit: must be at most 255"),
+    ("ipv6-not-bool.yaml", "4:3", "topology.ipv6: must be true or false"),
     (
         "fastpath-on-host.yaml",
         "5:10",

@@ -297,3 +297,24 @@ def test_validate_does_not_change_the_spec() -> None:
     before = repr(spec)
     validate(spec)
     assert repr(spec) == before
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_ipv6_must_be_a_boolean(bad: object) -> None:
+    from fidelnet.topology import linear
+    from fidelnet.topology.validate import problems
+
+    spec = linear(2)
+    spec.ipv6 = bad  # type: ignore[assignment]
+    (e,) = problems(spec)
+    assert e.field == "ipv6"
+    assert str(e).startswith("ipv6: must be true or false")
+
+
+def test_ipv6_off_is_a_valid_topology() -> None:
+    from fidelnet.topology import linear
+    from fidelnet.topology.validate import problems
+
+    spec = linear(2)
+    spec.ipv6 = False
+    assert problems(spec) == []

@@ -155,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
     add("-i", "--ipbase", default="10.0.0.0/8", help="base IP address for hosts")
     add("--mac", action="store_true", help="automatically set host MACs")
     add("--arp", action="store_true", help="set all-pairs ARP entries")
+    add(
+        "--ipv6",
+        choices=["on", "off"],
+        default="on",
+        help="off: IPv6 off in every node (big IPv4-only topologies build faster)",
+    )
     add("-v", "--verbosity", default="info", choices=list(mlog.LEVELS))
     add("--innamespace", action="store_true", help="(accepted; warns)")
     add("--listenport", type=int, default=6654, help="(accepted)")
@@ -348,6 +354,7 @@ def _run_network(setup: MnSetup) -> int:
         autoSetMacs=opts.mac,
         autoStaticArp=opts.arp,
         autoPinCpus=opts.pin,
+        ipv6=opts.ipv6 == "on",
         waitConnected=wait,
         listenPort=None if opts.nolistenport else opts.listenport,
     )

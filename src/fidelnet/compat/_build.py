@@ -97,7 +97,7 @@ def _link_spec(mn: Any, info: dict[str, Any], auto: set[str], spec: TopologySpec
 def topo_spec(mn: Any) -> TopologySpec:
     """What building ``mn.topo`` into ``mn`` would give, as a spec (ports assigned)."""
     net = mn.fn_net
-    spec = TopologySpec(ip_base=mn.ipBase)
+    spec = TopologySpec(ip_base=mn.ipBase, ipv6=net.spec.ipv6)
     for node in net.spec.nodes.values():
         spec.add_node(replace(node))
     spec.links = [replace(link) for link in net.spec.links]

@@ -59,6 +59,7 @@ class Mininet(NetTests):
         autoPinCpus: bool = False,
         listenPort: int | None = None,
         waitConnected: Any = False,
+        ipv6: bool = True,
         **kwargs: Any,
     ) -> None:
         _context.warn_unknown("Mininet()", kwargs)
@@ -101,6 +102,7 @@ class Mininet(NetTests):
         Mininet.init()
         self.fn_net = Network(command=" ".join(sys.argv) or "python")
         self.fn_net.spec.ip_base = ipBase
+        self.fn_net.spec.ipv6 = ipv6  # fidelnet's own: False turns IPv6 off in every node
         self.fn_net.open()
         _context.track(self.fn_net)
         self.built = False
@@ -282,6 +284,7 @@ class Mininet(NetTests):
         assign_ips(spec)
         validate(spec)
         self.fn_net.check_link_params(spec.links)
+        self.fn_net.check_capacity(spec)
 
     def buildFromTopo(self, topo: Any = None) -> None:
         """Create the topology's nodes and links (checked as a whole first)."""

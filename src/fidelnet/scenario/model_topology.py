@@ -297,6 +297,12 @@ class Topology(_Model):
     carried by one of them (the one with the fewest links when it is made), so its
     packets are never reordered. More than one helps only where there are cores for
     them beside the traffic's own processes."""
+    ipv6: bool = True
+    """``false``: IPv6 off in every node (``disable_ipv6`` before its first interface
+    exists), so hosts send no IPv6 at all. For big IPv4-only runs: with IPv6 on, every
+    host's start-up multicast (DAD, router solicitations, MLD) floods its whole
+    broadcast domain, work that grows with the square of the hosts. Switches never
+    hold IPv6 of their own either way."""
     ip_base: str = "10.0.0.0/8"
     """Network that hosts without an address get theirs from."""
     auto_routes: bool | None = None

@@ -85,6 +85,7 @@ def build(scenario: Scenario) -> Built:
     spec.link_backend = topo.link_backend
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
+    spec.ipv6 = topo.ipv6
     spec.ip_base = topo.ip_base
     if topo.auto_routes is not None:
         spec.auto_routes = topo.auto_routes
@@ -183,7 +184,7 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
             if not in_link and defaults is not None and getattr(defaults, name) is not None:
                 return ("topology", "defaults", "link", *rest[1:]), ""
         return ("topology", "links", own, *rest), ""
-    if head in ("ip_base", "link_backend", "engine_endpoint", "engine_threads", "fastpath"):
+    if head in ("ip_base", "link_backend", "engine_endpoint", "engine_threads", "ipv6", "fastpath"):
         return ("topology", head), ""
     return ("topology",), f"{spec_field}: "
 

@@ -21,7 +21,8 @@ fidelnet's own:
 - :func:`line`: a routed line of n routers h1..hn with no switches (the
   CIMininet 7-node line); link i joins h_i and h_{i+1} on 10.0.i.0/24.
 - :func:`dumbbell`: s1 -- s2 bottleneck, hosts h1..hn on s1 and h(n+1)..h(2n) on s2.
-- :func:`fattree`: a k-ary fat tree (names below).
+- :func:`fattree`: a k-ary fat tree (names below); every switch has ``stp=True``
+  (the tree has loops).
 
 And :func:`from_mn_spec` parses Mininet's ``--topo`` string (``linear,3``).
 Every builder checks its arguments and raises :class:`ValidationError` naming
@@ -75,6 +76,11 @@ def _host(spec: TopologySpec, name: str) -> str:
 
 def _switch(spec: TopologySpec, name: str, **opts: object) -> str:
     spec.add_node(NodeSpec(name, kind="switch", opts=dict(opts)))
+    return name
+
+
+def _stp_switch(spec: TopologySpec, name: str) -> str:
+    spec.add_node(NodeSpec(name, kind="switch", stp=True))
     return name
 
 
@@ -272,11 +278,13 @@ def fattree(k: int) -> TopologySpec:
     half = k // 2
     _check_size("fattree", "k", half * half + k * k + k**3 // 4)
     spec = TopologySpec()
-    cores = [_switch(spec, f"c{c}") for c in range(1, half * half + 1)]
+    # The tree has loops (k >= 4): without STP the bridges would flood a broadcast
+    # storm, so every switch runs it, as torus's do.
+    cores = [_stp_switch(spec, f"c{c}") for c in range(1, half * half + 1)]
     host_number = 1
     for pod in range(1, k + 1):
-        aggs = [_switch(spec, f"a{pod}_{i}") for i in range(1, half + 1)]
-        edges = [_switch(spec, f"e{pod}_{i}") for i in range(1, half + 1)]
+        aggs = [_stp_switch(spec, f"a{pod}_{i}") for i in range(1, half + 1)]
+        edges = [_stp_switch(spec, f"e{pod}_{i}") for i in range(1, half + 1)]
         for edge in edges:
             for _ in range(half):
                 _link(spec, edge, _host(spec, f"h{host_number}"))

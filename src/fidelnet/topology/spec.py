@@ -171,6 +171,7 @@ class TopologySpec:
     seed: int | None = None  # seeds every link without its own; None: random, recorded
     fastpath: FastPath | None = None  # every router's fast path, unless it sets its own
     engine_threads: int = 1  # link-engine loops (linkd --threads); links spread over them
+    ipv6: bool = True  # False: IPv6 off in every node's namespace (see docs/scale.md)
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

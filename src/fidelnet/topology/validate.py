@@ -93,6 +93,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_link_backend,
         _check_fastpath,
         _check_engine_threads,
+        _check_ipv6,
         _check_ip_base,
         _check_nodes,
         _check_links,
@@ -163,6 +164,11 @@ def _check_engine_threads(spec: TopologySpec) -> Problems:
             f"must be a whole number from 1 to {ENGINE_THREADS_MAX}",
             n,
         )
+
+
+def _check_ipv6(spec: TopologySpec) -> Problems:
+    if not isinstance(spec.ipv6, bool):
+        yield ValidationError("ipv6", "must be true or false", spec.ipv6, ["true", "false"])
 
 
 def _check_fastpath(spec: TopologySpec) -> Problems:
