@@ -28,8 +28,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from fidelnet import fastpath, l3
-from fidelnet.errors import KernelError, StateError, ValidationError
+from fidelnet import fastpath, l3, realize
+from fidelnet.errors import StateError, ValidationError
 from fidelnet.kernel import cgroups, limits, ns, nscleanup, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, mark_for
@@ -37,9 +37,9 @@ from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
 from fidelnet.links.divert import divert_or_refuse
-from fidelnet.links.drivers import LinkDriver, TcDriver
+from fidelnet.links.drivers import LinkDriver
 from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
-from fidelnet.links.engine_link import XskBudget, add_engine_link
+from fidelnet.links.engine_link import XskBudget
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.topology import addressing, footprint
@@ -374,57 +374,12 @@ class Network:
         link: LinkSpec,
         intf_classes: tuple[type[Interface], type[Interface]] = (Interface, Interface),
     ) -> tuple[Interface, Interface]:
-        """Create ``link`` (ports and names assigned) on its backend: a veth pair (tc
-        shapes it) or an engine link (TAP devices, or veth pairs with AF_XDP sockets:
-        :mod:`fidelnet.links.engine_link`). Bring both ends up with
-        their MACs and addresses and attach them to their nodes."""
+        """Create ``link`` (ports and names assigned) on its backend and attach both
+        ends to their nodes (:func:`fidelnet.realize.realize_link`)."""
         choice = self._choose(link, f"link {link.a}-{link.b}")
-        na, nb = self.nodes[link.a], self.nodes[link.b]
-        assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
-        mark = mark_for(self.run_id)
-        nla, nlb = na.netlink(), nb.netlink()
-        where = f"link {link.a}-{link.b}"
-        ab, ba = link.direction(link.a), link.direction(link.b)
-        driver: LinkDriver
-        with contextlib.ExitStack() as owned:
-            for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
-                if node.netns is None:
-                    owned.enter_context(self._owning("link", ifname=ifname))
-            if choice.backend == "engine":
-                driver = add_engine_link(self, link, choice, where)
-                ia = nla.index(link.a_intf)
-            else:
-                driver = TcDriver(choice, self.kernel_caps)
-                ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
-        self.state_record("info", link=f"{link.a}:{link.a_intf}", **driver.describe())
-        self._drivers[id(link)] = driver
-        ib = nlb.index(link.b_intf)
-        intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
-        intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
-        self._setup_end(na, intf_a, link.a_mac, link.a_ip, mark)
-        self._setup_end(nb, intf_b, link.b_mac, link.b_ip, mark)
-        if choice.backend == "tc":
-            driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
+        ends = realize.realize_link(self, link, choice, intf_classes)
         self._realized.add(id(link))
-        return intf_a, intf_b
-
-    def _setup_end(
-        self, node: Node, intf: Interface, mac: str | None, ip: str | None, mark: str
-    ) -> None:
-        first = not node.intfs
-        attrs: dict[str, Any] = {"state": "up", "ifalias": mark}
-        if mac is None and first and node.spec.mac and node.kind != "switch":
-            mac = node.spec.mac
-        if mac:
-            attrs["address"] = mac
-        if isinstance(node, Switch):
-            attrs["master"] = node.bridge_index
-        node.netlink().set_link(intf.index, **attrs)
-        node.add_intf(intf)
-        if ip is None and first and node.kind != "switch" and node.spec.ip:
-            ip = node.spec.ip
-        if ip:
-            intf.set_ip(ip, replace=False)  # a new interface has no address to replace
+        return ends
 
     def configure(self) -> None:
         """Forwarding, routes, static ARP and the routers' fast path, once nodes and
@@ -452,22 +407,8 @@ class Network:
     def wait_stp(self, timeout: float = _STP_TIMEOUT) -> None:
         """Wait until every STP bridge has left the listening and learning states."""
         stp = [s for s in self.switches if s.spec.stp and isinstance(s, Switch)]
-        if not stp:
-            return
-        fabric = self._fabric_netlink()
-        deadline = time.monotonic() + timeout
-        while True:
-            pending = [
-                s.name
-                for s in stp
-                if isinstance(s, Switch)
-                and any(st in (1, 2) for st in fabric.bridge_port_states(s.bridge_index))
-            ]
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise KernelError(f"STP did not converge within {timeout:.0f} s on {pending}")
-            time.sleep(0.2)
+        if stp:
+            realize.wait_stp(self._fabric_netlink(), stp, timeout)
 
     # -- teardown -----------------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""Making a link's kernel side, and waiting for spanning trees: the parts of building
+a :class:`~fidelnet.network.Network` that work per object.
+
+:func:`realize_link` creates one link on the backend already chosen for it (a veth
+pair that tc shapes, or an engine link: TAP devices, or veth pairs with AF_XDP
+sockets, :mod:`fidelnet.links.engine_link`), brings both ends up with their MACs and
+addresses and attaches them to their nodes. Every object is recorded under the run id
+before it exists (the network's ``_owning``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.errors import KernelError
+from fidelnet.kernel import ns
+from fidelnet.kernel.netlink import Netlink
+from fidelnet.kernel.state import mark_for
+from fidelnet.links.choice import Choice
+from fidelnet.links.drivers import LinkDriver, TcDriver
+from fidelnet.links.engine_link import add_engine_link
+from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.node import Node, Switch
+from fidelnet.topology.spec import LinkSpec
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["realize_link", "setup_end", "wait_stp"]
+
+_STP_PENDING = (1, 2)  # listening, learning
+
+
+def realize_link(
+    net: Network,
+    link: LinkSpec,
+    choice: Choice,
+    intf_classes: tuple[type[Interface], type[Interface]],
+) -> tuple[Interface, Interface]:
+    """Create ``link`` (ports and names assigned) on ``choice``'s backend, register
+    the driver that carries it with ``net``, and return its two ends."""
+    na, nb = net.nodes[link.a], net.nodes[link.b]
+    assert link.a_intf and link.b_intf and link.a_port is not None and link.b_port is not None
+    mark = mark_for(net.run_id)
+    nla, nlb = na.netlink(), nb.netlink()
+    where = f"link {link.a}-{link.b}"
+    ab, ba = link.direction(link.a), link.direction(link.b)
+    driver: LinkDriver
+    with contextlib.ExitStack() as owned:
+        for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
+            if node.netns is None:
+                owned.enter_context(net._owning("link", ifname=ifname))
+        if choice.backend == "engine":
+            driver = add_engine_link(net, link, choice, where)
+            ia = nla.index(link.a_intf)
+        else:
+            driver = TcDriver(choice, net.kernel_caps)
+            ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
+    net.state_record("info", link=f"{link.a}:{link.a_intf}", **driver.describe())
+    net._drivers[id(link)] = driver  # from here on, a rollback closes it
+    ib = nlb.index(link.b_intf)
+    intf_a = intf_classes[0](na, link.a_intf, link.a_port, ia)
+    intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
+    setup_end(na, intf_a, link.a_mac, link.a_ip, mark)
+    setup_end(nb, intf_b, link.b_mac, link.b_ip, mark)
+    if choice.backend == "tc":
+        driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
+    return intf_a, intf_b
+
+
+def setup_end(node: Node, intf: Interface, mac: str | None, ip: str | None, mark: str) -> None:
+    """Bring one end up (in its switch's bridge, with its MAC) and give it its address;
+    a node's first interface takes the node's own MAC and address when the link sets
+    none."""
+    first = not node.intfs
+    attrs: dict[str, Any] = {"state": "up", "ifalias": mark}
+    if mac is None and first and node.spec.mac and node.kind != "switch":
+        mac = node.spec.mac
+    if mac:
+        attrs["address"] = mac
+    if isinstance(node, Switch):
+        attrs["master"] = node.bridge_index
+    node.netlink().set_link(intf.index, **attrs)
+    node.add_intf(intf)
+    if ip is None and first and node.kind != "switch" and node.spec.ip:
+        ip = node.spec.ip
+    if ip:
+        intf.set_ip(ip, replace=False)  # a new interface has no address to replace
+
+
+def wait_stp(fabric: Netlink, switches: list[Switch], timeout: float) -> None:
+    """Wait until no port of these STP bridges is listening or learning."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [
+            s.name
+            for s in switches
+            if any(st in _STP_PENDING for st in fabric.bridge_port_states(s.bridge_index))
+        ]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise KernelError(f"STP did not converge within {timeout:.0f} s on {pending}")
+        time.sleep(0.2)
