@@ -4,6 +4,7 @@
 #   make test       install (plus Debian's mininet: its examples are tests), check, cargo test, pytest
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
+#   make bench-scale  install, then bench/scale.py (time per node to 10,000 nodes)
 #   make bench-links  install, then the link engine's fidelity benchmark (bench/links.py)
 #   make bench-line   install, then `fidelnet bench line` (the CIMininet line beside Mininet)
 #   make install    apt packages if missing, .venv with fidelnet, fidelnet-exec
@@ -52,7 +53,7 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test bench bench-links bench-line distclean
+.PHONY: help install apt-deps venv native run check test bench bench-scale bench-links bench-line distclean
 
 help:
 	@sed -n '1,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
@@ -109,6 +110,11 @@ test: install check
 bench: APT_EXTRA = $(APT_BENCH)
 bench: install
 	$(VENV)/bin/python bench/build_teardown.py $(BENCH_ARGS)
+
+## bench-scale: build + teardown + kernel cleanup per node up to 10,000 nodes, beside Mininet
+bench-scale: APT_EXTRA = $(APT_BENCH)
+bench-scale: install
+	$(VENV)/bin/python bench/scale.py $(BENCH_ARGS)
 
 ## bench-links: link fidelity of the engine against htb and veth (BENCH_ARGS=--quick: shorter)
 bench-links: install

@@ -262,3 +262,37 @@ def emit(result: dict[str, object], as_json: bool) -> None:
             f"RSS sum {procs['rss_sum_kib'] / 1024:.1f} MiB, "
             f"PSS sum {procs['pss_sum_kib'] / 1024:.1f} MiB"
         )
+
+
+def kernel_cleanup_busy(proc: str = "/proc") -> bool:
+    """A kernel worker is running namespace cleanup now (its comm reads
+    ``kworker/...+netns``); the same test as ``fidelnet.kernel.nscleanup.busy``,
+    repeated here because the peer side cannot import fidelnet."""
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/comm", encoding="utf-8") as f:
+                comm = f.read()
+        except OSError:
+            continue
+        if comm.startswith("kworker/") and "+netns" in comm:
+            return True
+    return False
+
+
+def wait_kernel_cleanup(timeout: float = 900.0, settle: float = 0.06) -> float | None:
+    """Seconds until the kernel's namespace cleanup was last seen running, once it has
+    been idle for ``settle``; None if it still ran after ``timeout``."""
+    start = time.monotonic()
+    last = start
+    seen = False
+    while True:
+        now = time.monotonic()
+        if kernel_cleanup_busy():
+            last, seen = now, True
+        elif now - last >= settle:
+            return (last - start) if seen else 0.0
+        if now - start > timeout:
+            return None
+        time.sleep(0.02)

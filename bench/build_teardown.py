@@ -54,7 +54,9 @@ def default_fidelnet_python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def side_command(side: str, topo: str, args: argparse.Namespace) -> list[str]:
+def side_command(
+    side: str, topo: str, args: argparse.Namespace, extra: list[str] | None = None
+) -> list[str]:
     if side == "fidelnet":
         argv = [args.fidelnet_python, str(HERE / "fidelnet_side.py")]
     else:
@@ -64,7 +66,7 @@ def side_command(side: str, topo: str, args: argparse.Namespace) -> list[str]:
         argv.append("--check")
     if args.shells and side == "fidelnet":
         argv.append("--shells")
-    return argv
+    return argv + (extra or [])
 
 
 def side_env(side: str, args: argparse.Namespace) -> dict[str, str]:
@@ -76,8 +78,10 @@ def side_env(side: str, args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def run_side(side: str, topo: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = side_command(side, topo, args)
+def run_side(
+    side: str, topo: str, args: argparse.Namespace, extra: list[str] | None = None
+) -> dict[str, Any]:
+    argv = side_command(side, topo, args, extra)
     started = time.perf_counter()
     try:
         proc = subprocess.run(

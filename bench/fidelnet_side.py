@@ -48,15 +48,18 @@ def state_files() -> set[str]:
         return set()
 
 
-def make_spec(spec: str) -> Any:
-    from fidelnet.topology import from_mn_spec, line
+def make_spec(spec: str, ipv6: bool = True) -> Any:
+    from fidelnet.topology import fattree, from_mn_spec, line
 
     name, *args = spec.split(",")
-    if name == "line":
+    if name in ("line", "fattree"):
         if len(args) != 1 or not args[0].isdigit():
-            sys.exit(f"fidelnet_side: --topo {spec!r}: expected line,N")
-        return line(int(args[0]))
-    return from_mn_spec(spec)
+            sys.exit(f"fidelnet_side: --topo {spec!r}: expected {name},N")
+        built = line(int(args[0])) if name == "line" else fattree(int(args[0]))
+    else:
+        built = from_mn_spec(spec)
+    built.ipv6 = ipv6
+    return built
 
 
 def verify(net: Any, spec: str) -> float:
@@ -70,7 +73,9 @@ def verify(net: Any, spec: str) -> float:
     return float(net.ping_all())
 
 
-def run(spec_text: str, settle: float, check: bool, shells: bool = False) -> dict[str, Any]:
+def run(
+    spec_text: str, settle: float, check: bool, shells: bool = False, ipv6: bool = True
+) -> dict[str, Any]:
     import fidelnet
     from fidelnet import Network
 
@@ -81,7 +86,8 @@ def run(spec_text: str, settle: float, check: bool, shells: bool = False) -> dic
         "python": sys.version.split()[0],
         "kernel": bl.kernel_release(),
     }
-    spec = make_spec(spec_text)
+    spec = make_spec(spec_text, ipv6)
+    result["ipv6"] = ipv6
     links_before = bl.root_links()
     netns_before = bl.named_netns()
     state_before = state_files()
@@ -127,9 +133,10 @@ def run(spec_text: str, settle: float, check: bool, shells: bool = False) -> dic
             result["check_loss_pct"] = verify(net, spec_text)
     finally:
         t0 = time.perf_counter()
-        net.stop()
+        net.stop()  # waits for the kernel to free the namespaces (net.timings)
         if started:
-            result["teardown_s"] = time.perf_counter() - t0
+            result["teardown_s"] = net.timings.get("teardown")
+            result["cleanup_s"] = net.timings.get("kernel_cleanup")
     result["mem_available_after_teardown_kib"] = bl.idle_settle(
         min(settle, 0.5), **bl.sampling(settle)
     )[0]
@@ -156,7 +163,11 @@ def run(spec_text: str, settle: float, check: bool, shells: bool = False) -> dic
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--topo", required=True, help="linear,K | single,N | tree,D,F | line,N")
+    parser.add_argument(
+        "--topo",
+        required=True,
+        help="linear,K | single,N | tree,D,F | torus,X,Y | fattree,K | line,N",
+    )
     parser.add_argument("--settle", type=float, default=2.0, help="idle seconds before memory")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     parser.add_argument(
@@ -167,6 +178,7 @@ def main() -> int:
         action="store_true",
         help="start a shell in every node during build (as Mininet does), counted in build",
     )
+    parser.add_argument("--ipv6", choices=["on", "off"], default="on", help="IPv6 in nodes")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("fidelnet_side: building namespaces needs root")
@@ -178,7 +190,7 @@ def main() -> int:
         print(f"fidelnet_side: fidelnet API not available: {exc}", file=sys.stderr)
         return 3
     try:
-        result = run(args.topo, args.settle, args.check, args.shells)
+        result = run(args.topo, args.settle, args.check, args.shells, args.ipv6 == "on")
     except Exception as exc:  # report, do not hide: the driver prints it
         traceback.print_exc()
         result = {"side": "fidelnet", "topo": args.topo, "error": f"{type(exc).__name__}: {exc}"}

@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ try:
     from mininet.node import Node
     from mininet.nodelib import LinuxBridge
     from mininet.topo import LinearTopo, SingleSwitchTopo, Topo
-    from mininet.topolib import TreeTopo
+    from mininet.topolib import TorusTopo, TreeTopo
 except ImportError as exc:  # pragma: no cover - depends on the machine
     sys.exit(
         f"peer_mininet: cannot import mininet ({exc}); run with /usr/bin/python3 "
@@ -107,6 +108,29 @@ class RoutedLineTopo(Topo):
             )
 
 
+class FatTreeTopo(Topo):
+    """A k-ary fat tree with the names, order and ports of ``fidelnet.topology.fattree``
+    (Mininet has none of its own); every switch runs STP, as the tree has loops."""
+
+    def build(self, k: int = 4) -> None:  # type: ignore[override]
+        half = k // 2
+        cores = [self.addSwitch(f"c{c}", stp=True) for c in range(1, half * half + 1)]
+        number = 1
+        for pod in range(1, k + 1):
+            aggs = [self.addSwitch(f"a{pod}_{i}", stp=True) for i in range(1, half + 1)]
+            edges = [self.addSwitch(f"e{pod}_{i}", stp=True) for i in range(1, half + 1)]
+            for edge in edges:
+                for _ in range(half):
+                    self.addLink(edge, self.addHost(f"h{number}"))
+                    number += 1
+            for agg in aggs:
+                for edge in edges:
+                    self.addLink(agg, edge)
+            for i, agg in enumerate(aggs):
+                for core in cores[i * half : (i + 1) * half]:
+                    self.addLink(core, agg)
+
+
 def make_topo(spec: str) -> Topo:
     name, *args = spec.split(",")
     try:
@@ -118,11 +142,13 @@ def make_topo(spec: str) -> Topo:
         "single": (1, lambda k: SingleSwitchTopo(k=k)),
         "tree": (2, lambda d, f: TreeTopo(depth=d, fanout=f)),
         "line": (1, lambda n: RoutedLineTopo(n=n)),
+        "torus": (2, lambda x, y: TorusTopo(x, y)),
+        "fattree": (1, lambda k: FatTreeTopo(k=k)),
     }
     if name not in shapes or len(nums) != shapes[name][0]:
         sys.exit(
             f"peer_mininet: --topo {spec!r} is not supported; "
-            "valid: linear,K single,N tree,DEPTH,FANOUT line,N"
+            "valid: linear,K single,N tree,DEPTH,FANOUT torus,X,Y fattree,K line,N"
         )
     return shapes[name][1](*nums)
 
@@ -211,7 +237,11 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         """An orphan is ours if it is one of this run's node shells."""
         return any(arg in shells for arg in bl.cmdline(p.pid))
 
-    net = Mininet(topo=topo, switch=LinuxBridge, controller=None, build=False)
+    # Loops (torus, fat tree) need the bridges' STP, as `mn --switch lxbr,stp=1`; the
+    # build then includes waiting for it to converge, as fidelnet's start() does.
+    stp = spec.split(",")[0] in ("torus", "fattree")
+    switch = partial(LinuxBridge, stp=True) if stp else LinuxBridge
+    net = Mininet(topo=topo, switch=switch, controller=None, build=False)
     result["nodes"] = len(topo.nodes())
     result["hosts"] = len(topo.hosts())
     result["switches"] = len(topo.switches())
@@ -222,6 +252,8 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         t0 = time.perf_counter()
         net.build()
         net.start()
+        if stp:
+            net.waitConnected()
         result["build_s"] = time.perf_counter() - t0
         started = True
         mem_idle = bl.idle_settle(settle, **bl.sampling(settle))
@@ -236,6 +268,9 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
         net.stop()
         if started:
             result["teardown_s"] = time.perf_counter() - t0
+            # The kernel frees the hosts' namespaces after stop() returns; measured as
+            # fidelnet's side measures it (bench/_benchlib.wait_kernel_cleanup).
+            result["cleanup_s"] = bl.wait_kernel_cleanup()
     result["mem_available_after_teardown_kib"] = bl.idle_settle(
         min(settle, 0.5), **bl.sampling(settle)
     )[0]
