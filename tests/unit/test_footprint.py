@@ -9,7 +9,7 @@ import pytest
 from fidelnet.errors import ValidationError
 from fidelnet.kernel.limits import Machine, raise_nofile
 from fidelnet.topology import footprint as fp
-from fidelnet.topology import linear, line
+from fidelnet.topology import line, linear
 
 BIG = Machine(
     mem_available=64 << 30,

@@ -106,12 +106,17 @@ class Netlink:
     def add_bridge(self, name: str, stp: bool) -> int:
         kwargs: dict[str, Any] = {}
         if stp:
-            # The kernel's own STP, with the shortest timers it allows (forward delay 2 s).
+            # The kernel's own STP: the shortest forward delay (2 s) and hello time (1 s)
+            # it allows, so a tree converges fast, and the default max age (20 s). With
+            # a max age of 6 s a 10x10 torus never converged: under the build's load,
+            # bridges let stored BPDUs expire and recomputed the tree again and again
+            # (docs/scale.md). Max age only bounds how long a silent neighbour is
+            # trusted; a link going down is seen at once (carrier).
             kwargs = {
                 "br_stp_state": 1,
                 "br_forward_delay": 200,
                 "br_hello_time": 100,
-                "br_max_age": 600,
+                "br_max_age": 2000,
             }
         try:
             self.ipr.link("add", ifname=name, kind="bridge", **kwargs)
