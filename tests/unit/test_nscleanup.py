@@ -23,6 +23,18 @@ def test_busy_only_while_a_worker_executes_netns_work(tmp_path: Path) -> None:
     assert not nscleanup.busy(str(tmp_path / "missing"))
 
 
+def test_kthreadds_children_are_read_from_one_file_where_listed(tmp_path: Path) -> None:
+    _task(tmp_path, 2, "kthreadd")
+    (tmp_path / "2" / "task" / "2").mkdir(parents=True)
+    (tmp_path / "2" / "task" / "2" / "children").write_text("7 9 ")
+    _task(tmp_path, 7, "kworker/R-netns")
+    _task(tmp_path, 9, "kworker/u8:1-netns")
+    _task(tmp_path, 40, "kworker/u8:2+netns")  # not listed: not looked at
+    assert not nscleanup.busy(str(tmp_path))
+    (tmp_path / "2" / "task" / "2" / "children").write_text("7 9 40 ")
+    assert nscleanup.busy(str(tmp_path))
+
+
 class FakeKernel:
     """A cleanup running for ``runs`` seconds from ``starts`` on a fake clock."""
 

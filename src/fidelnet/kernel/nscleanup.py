@@ -35,13 +35,25 @@ PROC = "/proc"
 MARK = "+netns"
 
 
+def _candidates(proc: str) -> list[str]:
+    """The PIDs to look at: kthreadd's children (every kernel worker is one), read
+    from one file where the kernel lists them, else every process."""
+    try:
+        with open(os.path.join(proc, "2", "task", "2", "children"), encoding="ascii") as f:
+            listed = f.read().split()
+        if listed:
+            return listed
+    except OSError:
+        pass
+    try:
+        return os.listdir(proc)
+    except OSError:
+        return []
+
+
 def busy(proc: str = PROC) -> bool:
     """Is a kernel worker running the namespace cleanup now?"""
-    try:
-        entries = os.listdir(proc)
-    except OSError:
-        return False
-    for entry in entries:
+    for entry in _candidates(proc):
         if not entry.isdigit():
             continue
         try:
