@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from fidelnet import fastpath, l3, realize
-from fidelnet.errors import StateError, ValidationError
-from fidelnet.kernel import cgroups, limits, ns, nscleanup, tc
+from fidelnet.errors import NodeError, StateError, ValidationError
+from fidelnet.kernel import cgroups, launcher, limits, ns, nscleanup, tc
 from fidelnet.kernel.netlink import Netlink
-from fidelnet.kernel.state import RunState, mark_for
+from fidelnet.kernel.state import RunState, mark_for, process_start_time
 from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
@@ -84,6 +84,7 @@ class Network:
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
         self._fabric_nl: Netlink | None = None
+        self.mount_template: launcher.MountTemplate | None = None
         self._caps: frozenset[str] | None = None
         self.xsk_budget = XskBudget()  # memory the run's AF_XDP links pin
         self._drivers: dict[int, LinkDriver] = {}
@@ -139,9 +140,17 @@ class Network:
             return
         self._state = RunState.create(self._want_run_id, self._command)
         self.cgroupfs = cgroups.detect()
+        # Before the run's first namespace exists: nodes' shells copy it.
+        with contextlib.suppress(NodeError):  # no launcher: shells will say so
+            self.mount_template = launcher.MountTemplate.create(self._record_process)
         self._install_handlers()
         atexit.register(self._atexit)
         log.debug("run %s: state in %s", self._state.run_id, self._state.path)
+
+    def _record_process(self, pid: int) -> None:
+        start = process_start_time(pid)
+        if start is not None:
+            self.state_record("process", pid=pid, start=start)
 
     def _install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -452,6 +461,9 @@ class Network:
         if self._fabric_nl is not None:
             self._fabric_nl.close()
             self._fabric_nl = None
+        if self.mount_template is not None:
+            self.mount_template.close()
+            self.mount_template = None
         problems = remove_all(self._state)
         for p in problems:
             log.error("run %s: teardown: %s", self._state.run_id, p)

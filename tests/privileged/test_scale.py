@@ -46,6 +46,27 @@ def test_ipv6_on_hosts_have_link_local_addresses() -> None:
         assert "fe80::" in out
 
 
+def test_node_shells_copy_a_small_mount_table_whatever_the_run_size() -> None:
+    """A node's mount namespace is copied from a template made before the run's
+    namespaces: it does not hold a mount per node (which made each shell cost time
+    in proportion to the nodes), and the shell still has its own sysfs, hostname and
+    the caller's working directory."""
+    with open("/proc/self/mountinfo") as f:
+        before = len(f.read().splitlines())
+    with Network(linear(60)) as net:
+        assert net.mount_template is not None
+        with open("/proc/self/mountinfo") as f:
+            host_mounts = len(f.read().splitlines())
+        assert host_mounts >= before + 60  # one per host namespace file
+        h = net["h7"]
+        in_node = int(h.cmd("wc -l < /proc/self/mountinfo").strip())
+        assert in_node <= before + 2  # the template's copy plus the node's sysfs
+        assert h.cmd("hostname").strip() == "h7"
+        assert h.cmd("ls /sys/class/net").split() == sorted(["h7-eth0", "lo"])
+        assert h.cmd("pwd").strip() == os.getcwd()
+        assert net["s3"].cmd("ls /sys/class/net | grep -c '^s3'").strip() != "0"
+
+
 def test_stop_waits_for_the_kernel_and_reports_timings() -> None:
     net = Network(linear(20))
     net.start()

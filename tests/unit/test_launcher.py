@@ -40,6 +40,12 @@ def test_shell_argv() -> None:
     ]
 
 
+def test_mount_base_follows_new_mount_only() -> None:
+    argv = launcher.exec_argv(["sh"], netns="/x", new_mount=True, mount_base="/proc/9/fd/5")
+    assert argv[3:6] == ["--new-mount", "--mount-base", "/proc/9/fd/5"]
+    assert "--mount-base" not in launcher.exec_argv(["sh"], netns="/x", mount_base="/p")
+
+
 def test_join_pid_wins_over_netns_and_user_argv_is_verbatim() -> None:
     argv = launcher.exec_argv(["echo", "$(reboot); --net"], netns="/x", join_pid=42)
     assert argv == ["/opt/fidelnet-exec", "--join-pid", "42", "--", "echo", "$(reboot); --net"]

@@ -17,8 +17,8 @@ use std::os::unix::ffi::OsStrExt;
 /// Usage text, printed by `--help` (stdout) and after usage errors (stderr).
 pub const USAGE: &str = "\
 Usage: fidelnet-exec [--setsid] [--ctty] [--cgroup PROCSFILE]... [--net NETNS_PATH]
-                     [--join-pid PID] [--new-mount] [--hostname NAME] [--cwd DIR]
-                     -- PROGRAM [ARGS...]
+                     [--join-pid PID] [--new-mount] [--mount-base NS_PATH]
+                     [--hostname NAME] [--cwd DIR] -- PROGRAM [ARGS...]
 
 Start PROGRAM inside a fidelnet node. Setup runs in this order, whatever the
 order of the options, and any setup failure is fatal:
@@ -34,6 +34,11 @@ order of the options, and any setup failure is fatal:
                        (e.g. /run/netns/h1)
   --new-mount          new mount and UTS namespaces, / made rprivate, fresh
                        sysfs on /sys (the sysfs mount is best effort)
+  --mount-base NS_PATH with --new-mount: enter the mount namespace NS_PATH
+                       first and copy that one instead of the caller's (a
+                       copy costs time in proportion to its mounts); the
+                       working directory is re-entered by path if it exists
+                       there, else it is /
   --hostname NAME      set the hostname; requires --new-mount
   --cwd DIR            change the working directory to DIR
 
@@ -82,6 +87,8 @@ pub struct Options {
     pub join: Join,
     /// `--new-mount`.
     pub new_mount: bool,
+    /// `--mount-base` (requires `new_mount`, checked by the parser).
+    pub mount_base: Option<OsString>,
     /// `--hostname` (implies `new_mount`, checked by the parser).
     pub hostname: Option<OsString>,
     /// `--cwd`.
@@ -152,6 +159,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     let mut join_pid: Option<OsString> = None;
     let mut new_mount = false;
     let mut hostname: Option<OsString> = None;
+    let mut mount_base: Option<OsString> = None;
     let mut cwd: Option<OsString> = None;
 
     let mut i = 0;
@@ -178,7 +186,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         let flag = String::from_utf8_lossy(flag).into_owned();
         let takes_value = matches!(
             flag.as_str(),
-            "--cgroup" | "--net" | "--join-pid" | "--hostname" | "--cwd"
+            "--cgroup" | "--net" | "--join-pid" | "--hostname" | "--cwd" | "--mount-base"
         );
         let value = if takes_value {
             match inline {
@@ -213,6 +221,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
             "--join-pid" => set_once(&mut join_pid, &flag, value)?,
             "--hostname" => set_once(&mut hostname, &flag, value)?,
             "--cwd" => set_once(&mut cwd, &flag, value)?,
+            "--mount-base" => set_once(&mut mount_base, &flag, value)?,
             _ => return err(format!("unknown option '{}'", String::from_utf8_lossy(arg))),
         }
     };
@@ -242,6 +251,9 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     if hostname.is_some() && !new_mount {
         return err("'--hostname' requires '--new-mount'".to_string());
     }
+    if mount_base.is_some() && !new_mount {
+        return err("'--mount-base' requires '--new-mount'".to_string());
+    }
 
     Ok(Command::Run(Options {
         setsid,
@@ -249,6 +261,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         cgroups,
         join,
         new_mount,
+        mount_base,
         hostname,
         cwd,
         argv: argv.to_vec(),
@@ -306,6 +319,7 @@ mod tests {
             "--net",
             "/run/netns/h1",
             "--new-mount",
+            "--mount-base=/proc/1/fd/7",
             "--hostname",
             "h1",
             "--cwd",
@@ -325,6 +339,7 @@ mod tests {
         );
         assert_eq!(o.join, Join::Net("/run/netns/h1".into()));
         assert_eq!(o.hostname, Some("h1".into()));
+        assert_eq!(o.mount_base, Some("/proc/1/fd/7".into()));
         assert_eq!(o.cwd, Some("/tmp".into()));
         assert_eq!(o.argv, os(&["sh", "-c", "echo hi"]));
     }
@@ -472,6 +487,10 @@ mod tests {
         assert!(usage_err(&["--ctty", "--", "p"]).contains("'--ctty' requires '--setsid'"));
         assert!(usage_err(&["--hostname", "h", "--", "p"])
             .contains("'--hostname' requires '--new-mount'"));
+        assert!(usage_err(&["--mount-base", "/x", "--", "p"])
+            .contains("'--mount-base' requires '--new-mount'"));
+        assert!(usage_err(&["--new-mount", "--mount-base", "--", "p"])
+            .contains("'--mount-base' requires a value"));
     }
 
     #[test]

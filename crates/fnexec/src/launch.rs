@@ -127,6 +127,15 @@ pub fn setup(opts: &Options) -> Result<(), Failure> {
 
     // e. Private mount + UTS namespaces, fresh sysfs, hostname.
     if opts.new_mount {
+        if let Some(base) = &opts.mount_base {
+            // Entering a mount namespace resets root and cwd to its root.
+            let cwd = std::env::current_dir().ok();
+            let file = open_ns(base)?;
+            ns::setns(&file, libc::CLONE_NEWNS).map_err(|e| setup_failure("setns mnt", e, base))?;
+            if let Some(dir) = cwd {
+                let _ = std::env::set_current_dir(dir);
+            }
+        }
         ns::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS)
             .map_err(|e| setup_failure("unshare", e, OsStr::new("CLONE_NEWNS|CLONE_NEWUTS")))?;
         let root = cstring(b"/").expect("no NUL in literal");

@@ -118,6 +118,7 @@ class Node:
                 ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
                 netns=self.netns,
                 new_mount=self.netns is not None,
+                mount_base=self.net.mount_template.path if self.net.mount_template else None,
                 hostname=self.name if self.netns is not None and self.kind != "switch" else None,
                 cgroups=self.cgroup_dirs(),
                 session=True,
