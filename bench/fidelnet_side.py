@@ -109,6 +109,7 @@ def run(
         if shells:
             # Mininet starts a bash in every node, switches included, at build time;
             # fidelnet starts one on first use. This makes the two builds alike.
+            net.start_shells()
             for node in net.nodes.values():
                 node.cmd("true")
         result["build_s"] = time.perf_counter() - t0

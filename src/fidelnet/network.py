@@ -30,9 +30,9 @@ from typing import Any
 
 from fidelnet import fastpath, l3, realize
 from fidelnet.errors import NodeError, StateError, ValidationError
-from fidelnet.kernel import cgroups, launcher, limits, ns, nscleanup, tc
+from fidelnet.kernel import cgroups, launcher, limits, nscleanup, tc
 from fidelnet.kernel.netlink import Netlink
-from fidelnet.kernel.state import RunState, mark_for, process_start_time
+from fidelnet.kernel.state import RunState, process_start_time
 from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
@@ -42,6 +42,7 @@ from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
 from fidelnet.links.engine_link import XskBudget
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
+from fidelnet.nodes.shell import finish_starting
 from fidelnet.topology import addressing, footprint
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
@@ -52,7 +53,6 @@ log = logging.getLogger("fidelnet")
 
 _KIND_CLASSES: dict[str, type[Node]] = {"host": Host, "router": Router, "switch": Switch}
 _STP_TIMEOUT = 45.0
-_IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
 
 
 class Network:
@@ -322,22 +322,7 @@ class Network:
 
     def _fabric_netlink(self) -> Netlink:
         if self._fabric_nl is None:
-            name = f"fn{self.run_id}.fabric"
-            with self._owning("netns", name=name):
-                self._fabric = ns.create(name)
-            nl = Netlink(self._fabric)
-            # Switches are layer-2 devices: their bridges and ports get no IPv6
-            # address, route or multicast membership of their own (they still forward
-            # IPv6 between nodes). With IPv6 on, every bridge and port in this one
-            # namespace had a link-local address and an fe80::/64 route, and every
-            # IPv6 multicast frame a node sent while coming up (DAD, router
-            # solicitation, MLD) was passed up to each bridge and looked up in that
-            # growing table: build time grew with the square of the switches
-            # (docs/scale.md). Set before the first device exists.
-            for key in _IPV6_OFF:
-                nl.write_sysctl(key, "1")
-            nl.set_link(1, state="up")
-            self._fabric_nl = nl
+            self._fabric, self._fabric_nl = realize.make_fabric(self)
         return self._fabric_nl
 
     def _create_node(self, spec: NodeSpec) -> Node:
@@ -350,27 +335,12 @@ class Network:
         fabric) and register it. Front doors that construct node objects themselves
         (the Mininet layer) call this; its spec must already be in ``self.spec``."""
         self.open()
-        spec = node.spec
-        if spec.name in self.nodes:
-            raise ValidationError(f"nodes.{spec.name}", "a node with this name exists", spec.name)
-        if isinstance(node, Switch):
-            fabric = self._fabric_netlink()
-            node.netns = self._fabric
-            node._nl = fabric
-            node.bridge_index = fabric.add_bridge(spec.name, spec.stp)
-            fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(self.run_id))
-        elif spec.in_namespace:
-            name = self.ns_name(spec.name)
-            with self._owning("netns", name=name):
-                node.netns = ns.create(name)
-            nl = node.netlink()
-            if not self.spec.ipv6:
-                # Before any device exists, so none ever gets an IPv6 address or sends
-                # DAD, router solicitations or MLD reports (docs/scale.md).
-                for key in _IPV6_OFF:
-                    nl.write_sysctl(key, "1")
-            nl.set_link(1, state="up")
-        self.nodes[spec.name] = node
+        if node.spec.name in self.nodes:
+            raise ValidationError(
+                f"nodes.{node.spec.name}", "a node with this name exists", node.spec.name
+            )
+        realize.realize_node(self, node)
+        self.nodes[node.spec.name] = node
 
     def _create_link(self, link: LinkSpec) -> Link:
         intf_a, intf_b = self.realize_link(link)
@@ -479,6 +449,15 @@ class Network:
         self._restore_handlers()
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
+
+    def start_shells(self, nodes: list[Node] | None = None, timeout: float = 60.0) -> None:
+        """Start the persistent shell of every node (or of ``nodes``) that has none,
+        all at once: each shell's start-up (entering the node's namespaces, then
+        bash) overlaps the others', where :meth:`Node.shell` starts one on first use."""
+        todo = [n for n in (self.nodes.values() if nodes is None else nodes) if not n.has_shell()]
+        for node in todo:
+            node.set_shell(node.start_shell(wait=False))
+        finish_starting([n.shell_if_started() for n in todo], timeout)
 
     # -- tests ----------------------------------------------------------------------
 

@@ -28,9 +28,55 @@ from fidelnet.topology.spec import LinkSpec
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["realize_link", "setup_end", "wait_stp"]
+__all__ = ["make_fabric", "realize_link", "realize_node", "setup_end", "wait_stp"]
 
 _STP_PENDING = (1, 2)  # listening, learning
+IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
+"""The sysctls that turn IPv6 off in a namespace, set before its first device."""
+
+
+def make_fabric(net: Network) -> tuple[str, Netlink]:
+    """Create the run's fabric namespace (every switch's bridge lives there), recorded
+    first; return its path and a netlink handle in it.
+
+    Switches are layer-2 devices: their bridges and ports get no IPv6 address, route
+    or multicast membership of their own (they still forward IPv6 between nodes).
+    With IPv6 on, every bridge and port in this one namespace had a link-local
+    address and an fe80::/64 route, and every IPv6 multicast frame a node sent while
+    coming up (DAD, router solicitation, MLD) was passed up to each bridge and looked
+    up in that growing table: build time grew with the square of the switches
+    (docs/scale.md). Set before the first device exists."""
+    name = f"fn{net.run_id}.fabric"
+    with net._owning("netns", name=name):
+        path = ns.create(name)
+    nl = Netlink(path)
+    for key in IPV6_OFF:
+        nl.write_sysctl(key, "1")
+    nl.set_link(1, state="up")
+    return path, nl
+
+
+def realize_node(net: Network, node: Node) -> None:
+    """Create the kernel side of ``node``: its bridge in the fabric for a switch, its
+    own namespace (recorded first) for a host or router in one."""
+    spec = node.spec
+    if isinstance(node, Switch):
+        fabric = net._fabric_netlink()
+        node.netns = net._fabric
+        node._nl = fabric
+        node.bridge_index = fabric.add_bridge(spec.name, spec.stp)
+        fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(net.run_id))
+    elif spec.in_namespace:
+        name = net.ns_name(spec.name)
+        with net._owning("netns", name=name):
+            node.netns = ns.create(name)
+        nl = node.netlink()
+        if not net.spec.ipv6:
+            # Before any device exists, so none ever gets an IPv6 address or sends
+            # DAD, router solicitations or MLD reports (docs/scale.md).
+            for key in IPV6_OFF:
+                nl.write_sysctl(key, "1")
+        nl.set_link(1, state="up")
 
 
 def realize_link(

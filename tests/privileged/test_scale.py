@@ -126,3 +126,33 @@ def test_a_thousand_nodes_build_and_reach_each_other() -> None:
     finally:
         net.stop()
     assert net.timings["kernel_cleanup"] is not None
+
+
+def test_shells_started_together_work_like_shells_started_one_by_one() -> None:
+    """``start_shells`` starts every node's shell at once; each is then the node's
+    own persistent shell (its namespace, its hostname, state kept between commands),
+    recorded in the run state, and ended by teardown."""
+    with Network(linear(20)) as net:
+        net.start_shells()
+        pids = {n.name: n.shell().pid for n in net.nodes.values()}
+        assert len(set(pids.values())) == 40
+        for name in ("h1", "h20", "s7"):
+            node = net[name]
+            node.cmd("X=7")
+            assert node.cmd("echo $X").strip() == "7"
+        assert net["h13"].cmd("hostname").strip() == "h13"
+        assert net["h13"].cmd("ls /sys/class/net").split() == ["h13-eth0", "lo"]
+        out = net["h1"].cmd(f"ping -c1 -W2 {net['h20'].ip}")
+        assert " 0% packet loss" in out
+        net.start_shells()  # nothing left to start: the same shells stay
+        assert {n.name: n.shell().pid for n in net.nodes.values()} == pids
+    for pid in pids.values():
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -155,8 +155,9 @@ class NetTests:
     ) -> Iterator[tuple[Any, list[Any], list[str | None]]]:
         """(source, destinations, ping outputs) for every source in order; several
         sources' shells ping at once."""
+        self.fn_net.start_shells(hosts)  # here, all at once, not in the threads
         for node in hosts:
-            node.fn_shell()  # start shells here, one by one, not in the threads
+            node.fn_shell()
         rounds = [(node, [d for d in hosts if d is not node]) for node in hosts]
         with ThreadPoolExecutor(max_workers=_PING_SOURCES) as pool:
             futures = [pool.submit(self._ping_outputs, n, d, timeout) for n, d in rounds]

@@ -145,6 +145,5 @@ def _wait_for_setup(proc: subprocess.Popen[bytes], program: str, timeout: float 
             break
         time.sleep(0.001)
     raise NodeError(
-        f"fidelnet-exec: could not make the mount namespace template "
-        f"(exit code {proc.poll()})"
+        f"fidelnet-exec: could not make the mount namespace template (exit code {proc.poll()})"
     )

@@ -24,7 +24,7 @@ from fidelnet.kernel import cgroups, launcher
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import process_start_time
 from fidelnet.nodes.intf import Interface
-from fidelnet.nodes.shell import Shell
+from fidelnet.nodes.shell import Shell, finish_starting
 from fidelnet.topology.spec import NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
 
@@ -108,35 +108,63 @@ class Node:
     # -- processes ------------------------------------------------------------------
 
     def shell(self) -> Shell:
+        """The node's persistent shell, started (and waited for) when needed."""
         if self._shell is not None and not self._shell.alive():
             self._shell.close()
             self._shell = None
         if self._shell is None:
-            env = {k: v for k, v in os.environ.items() if k in _SHELL_ENV_KEEP}
-            env["PS1"] = "\x7f"
-            argv = launcher.exec_argv(
-                ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
-                netns=self.netns,
-                new_mount=self.netns is not None,
-                mount_base=self.net.mount_template.path if self.net.mount_template else None,
-                hostname=self.name if self.netns is not None and self.kind != "switch" else None,
-                cgroups=self.cgroup_dirs(),
-                session=True,
-                ctty=True,
-            )
-            self._shell = Shell(self.name, argv, env)
-            start = process_start_time(self._shell.pid)
-            if start is not None:
-                self.net.state_record("process", pid=self._shell.pid, start=start)
-            if self.spec.sched == "rt":
-                # Commands the shell runs inherit SCHED_RR; the cgroup's rt runtime caps them.
-                try:
-                    os.sched_setscheduler(self._shell.pid, os.SCHED_RR, os.sched_param(RT_PRIORITY))
-                except OSError as exc:
-                    raise KernelError(
-                        f"{self.name}: cannot make its shell SCHED_RR: {exc}"
-                    ) from exc
+            self._shell = self.start_shell(wait=True)
+        elif not self._shell.ready:
+            finish_starting([self._shell])
         return self._shell
+
+    def start_shell(self, wait: bool) -> Shell:
+        """Start a new shell in the node (recorded in the run state), and with
+        ``wait`` wait for its prompt; without, :func:`~fidelnet.nodes.shell.finish_starting`
+        finishes many at once (:meth:`fidelnet.network.Network.start_shells`)."""
+        env = {k: v for k, v in os.environ.items() if k in _SHELL_ENV_KEEP}
+        env["PS1"] = "\x7f"
+        argv = launcher.exec_argv(
+            ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
+            netns=self.netns,
+            new_mount=self.netns is not None,
+            mount_base=self.net.mount_template.path if self.net.mount_template else None,
+            hostname=self.name if self.netns is not None and self.kind != "switch" else None,
+            cgroups=self.cgroup_dirs(),
+            session=True,
+            ctty=True,
+        )
+        sh = Shell(self.name, argv, env, wait=False)
+        start = process_start_time(sh.pid)
+        if start is not None:
+            self.net.state_record("process", pid=sh.pid, start=start)
+        if self.spec.sched == "rt":
+            # Commands the shell runs inherit SCHED_RR; the cgroup's rt runtime caps them.
+            try:
+                os.sched_setscheduler(sh.pid, os.SCHED_RR, os.sched_param(RT_PRIORITY))
+            except OSError as exc:
+                sh.close()
+                raise KernelError(f"{self.name}: cannot make its shell SCHED_RR: {exc}") from exc
+        if wait:
+            finish_starting([sh])
+        return sh
+
+    def has_shell(self) -> bool:
+        """Whether the node has a live shell (started, or starting)."""
+        return self._shell is not None and self._shell.alive()
+
+    def shell_if_started(self) -> Shell:
+        if self._shell is None:
+            raise NodeError(f"{self.name}: has no shell")
+        return self._shell
+
+    def set_shell(self, sh: Shell) -> None:
+        """Adopt a shell made by :meth:`start_shell` (replacing none)."""
+        if self.has_shell():
+            raise NodeError(f"{self.name}: already has a shell")
+        if self._shell is not None:
+            self._shell.close()
+        self._shell = sh
 
     def cmd(self, command: str, *, verbose: bool = False) -> str:
         """Run a shell command in the node's persistent shell and return its output."""

@@ -20,11 +20,12 @@ import re
 import select
 import subprocess
 import termios
+import time
 from collections.abc import Sequence
 
 from fidelnet.errors import NodeError
 
-__all__ = ["Shell"]
+__all__ = ["Shell", "finish_starting"]
 
 PROMPT = "\x7f"
 _PID_MARK = re.compile(r"\x01(\d+)\r?\n")
@@ -34,7 +35,9 @@ _JOB_LINE = re.compile(r"\[\d+\] \d+\r?\n")
 class Shell:
     """One interactive bash on a pty, running inside a node."""
 
-    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], env: dict[str, str], *, wait: bool = True
+    ) -> None:
         self.name = name
         master, slave = pty.openpty()
         attrs = termios.tcgetattr(slave)
@@ -60,11 +63,15 @@ class Shell:
         self.last_cmd: str | None = None
         self._poller = select.poll()
         self._poller.register(self.fd, select.POLLIN)
-        # Wait for the first prompt, then quiet the shell down as Mininet does.
+        # Wait for the first prompt, then quiet the shell down as Mininet does
+        # (with ``wait=False``, :func:`finish_starting` does it for many at once).
         self.waiting = True
-        self.wait_output()
+        self.ready = False
+        if wait:
+            finish_starting([self])
+
+    def _quiet(self) -> None:
         self.send("unset HISTFILE; set +m")
-        self.wait_output()
 
     @property
     def pid(self) -> int:
@@ -147,3 +154,33 @@ class Shell:
                 os.killpg(self.proc.pid, 9)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+
+
+def finish_starting(shells: Sequence[Shell], timeout: float = 60.0) -> None:
+    """Finish starting shells made with ``wait=False``: wait for each one's first
+    prompt, quiet it down, wait for its next prompt; all at once, so one shell's
+    start-up (``fidelnet-exec`` entering the namespaces, then ``bash``) overlaps
+    the others'."""
+    by_fd = {sh.fd: sh for sh in shells if not sh.ready}
+    poller = select.poll()
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    quieted: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while by_fd:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            names = ", ".join(sorted(sh.name for sh in by_fd.values()))
+            raise NodeError(f"shells did not start within {timeout:.0f} s: {names}")
+        for fd, _event in poller.poll(left_ms):
+            sh = by_fd[fd]
+            sh.monitor(timeout_ms=0, find_pid=False)
+            if sh.waiting:
+                continue
+            if fd not in quieted:
+                quieted.add(fd)
+                sh._quiet()
+                continue
+            sh.ready = True
+            poller.unregister(fd)
+            del by_fd[fd]
