@@ -72,17 +72,18 @@ $(VENV_STAMP): pyproject.toml | apt-deps
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-# The XDP fast path's program, built from source with Debian's clang and libbpf headers.
-BPF_OBJ      := build/bpf/fastpath.bpf.o
+# The BPF programs (the routers' XDP fast path, the switches' learning switch), built
+# from source with Debian's clang and libbpf headers.
+BPF_OBJS     := build/bpf/fastpath.bpf.o build/bpf/l2switch.bpf.o
 BPF_ARCH_INC := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 
-$(BPF_OBJ): bpf/fastpath.bpf.c | apt-deps
+build/bpf/%.bpf.o: bpf/%.bpf.c | apt-deps
 	mkdir -p $(dir $@)
 	clang -O2 -g -Wall -Werror -target bpf -I$(BPF_ARCH_INC) -c $< -o $@
 
 # cargo decides what to rebuild; install -C copies only when the binary changed.
-native: venv $(BPF_OBJ)
-	install -D -C -m 0644 $(BPF_OBJ) $(VENV)/share/fidelnet/bpf/fastpath.bpf.o
+native: venv $(BPF_OBJS)
+	install -D -C -m 0644 -t $(VENV)/share/fidelnet/bpf $(BPF_OBJS)
 	$(CARGO) build --release --workspace --locked
 	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd

@@ -48,7 +48,7 @@ def state_files() -> set[str]:
         return set()
 
 
-def make_spec(spec: str, ipv6: bool = True) -> Any:
+def make_spec(spec: str, ipv6: bool = True, datapath: str = "auto") -> Any:
     from fidelnet.topology import fattree, from_mn_spec, line
 
     name, *args = spec.split(",")
@@ -59,6 +59,7 @@ def make_spec(spec: str, ipv6: bool = True) -> Any:
     else:
         built = from_mn_spec(spec)
     built.ipv6 = ipv6
+    built.datapath = datapath
     return built
 
 
@@ -74,7 +75,12 @@ def verify(net: Any, spec: str) -> float:
 
 
 def run(
-    spec_text: str, settle: float, check: bool, shells: bool = False, ipv6: bool = True
+    spec_text: str,
+    settle: float,
+    check: bool,
+    shells: bool = False,
+    ipv6: bool = True,
+    datapath: str = "auto",
 ) -> dict[str, Any]:
     import fidelnet
     from fidelnet import Network
@@ -86,8 +92,9 @@ def run(
         "python": sys.version.split()[0],
         "kernel": bl.kernel_release(),
     }
-    spec = make_spec(spec_text, ipv6)
+    spec = make_spec(spec_text, ipv6, datapath)
     result["ipv6"] = ipv6
+    result["datapath"] = datapath
     links_before = bl.root_links()
     netns_before = bl.named_netns()
     state_before = state_files()
@@ -180,6 +187,9 @@ def main() -> int:
         help="start a shell in every node during build (as Mininet does), counted in build",
     )
     parser.add_argument("--ipv6", choices=["on", "off"], default="on", help="IPv6 in nodes")
+    parser.add_argument(
+        "--datapath", choices=["auto", "bridge", "bpf"], default="auto", help="switches' datapath"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("fidelnet_side: building namespaces needs root")
@@ -191,7 +201,9 @@ def main() -> int:
         print(f"fidelnet_side: fidelnet API not available: {exc}", file=sys.stderr)
         return 3
     try:
-        result = run(args.topo, args.settle, args.check, args.shells, args.ipv6 == "on")
+        result = run(
+            args.topo, args.settle, args.check, args.shells, args.ipv6 == "on", args.datapath
+        )
     except Exception as exc:  # report, do not hide: the driver prints it
         traceback.print_exc()
         result = {"side": "fidelnet", "topo": args.topo, "error": f"{type(exc).__name__}: {exc}"}

@@ -15,6 +15,8 @@ one at a time, so nothing else builds meanwhile. For each topology:
 - ``+shells``: the same with a shell started in every node during the build, as
   Mininet always does;
 - ``ipv6 off``: the same without shells, ``spec.ipv6 = False``;
+- ``bridges``: like ``fidelnet`` with every switch a Linux bridge (``datapath:
+  bridge``; the default ``auto`` takes the BPF learning switch, docs/switches.md);
 - ``Mininet``: ``Mininet(topo, switch=LinuxBridge, controller=None)``, ``build()``,
   ``start()`` (and ``waitConnected()`` where STP runs), ``stop()``.
 
@@ -58,7 +60,8 @@ STANDARD = [
 ]
 QUICK = ["linear,50", "linear,150", "tree,2,10", "torus,4,4", "fattree,4"]
 BIG = ["linear,1000", "linear,2500", "linear,5000"]
-VARIANTS = ("fidelnet", "+shells", "ipv6 off", "mininet")
+VARIANTS = ("fidelnet", "+shells", "ipv6 off", "bridges", "mininet")
+_EXTRA = {"ipv6 off": ["--ipv6", "off"], "bridges": ["--datapath", "bridge"]}
 
 
 def total(r: dict[str, Any]) -> float | None:
@@ -73,7 +76,7 @@ def measure(variant: str, topo: str, args: argparse.Namespace) -> dict[str, Any]
     ns = argparse.Namespace(**vars(args))
     ns.shells = variant == "+shells"
     ns.check = False
-    record = run_side(side, topo, ns, ["--ipv6", "off"] if variant == "ipv6 off" else [])
+    record = run_side(side, topo, ns, _EXTRA.get(variant, []))
     record["variant"] = variant
     record["total_s"] = total(record)
     return record
@@ -152,7 +155,13 @@ def plot(records: list[dict[str, Any]], path: Path) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(8, 5))
-    styles = {"fidelnet": "o-", "+shells": "s--", "ipv6 off": "^:", "mininet": "x-"}
+    styles = {
+        "fidelnet": "o-",
+        "+shells": "s--",
+        "ipv6 off": "^:",
+        "bridges": "d-.",
+        "mininet": "x-",
+    }
     for v in VARIANTS:
         for fam in sorted({family(r["topo"]) for r in records}):
             pts = sorted(

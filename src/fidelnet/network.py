@@ -25,12 +25,12 @@ import signal
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from fidelnet import fastpath, l3, realize
+from fidelnet import fastpath, l3, realize, switches
 from fidelnet.errors import NodeError, StateError, ValidationError
-from fidelnet.kernel import cgroups, launcher, limits, nscleanup, tc
+from fidelnet.kernel import cgroups, l2switch, launcher, limits, nscleanup, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, process_start_time
 from fidelnet.kernel.teardown import remove_all
@@ -43,6 +43,7 @@ from fidelnet.links.engine_link import XskBudget
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.nodes.shell import finish_starting
+from fidelnet.switches import Datapath
 from fidelnet.topology import addressing, footprint
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
@@ -84,6 +85,9 @@ class Network:
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
         self._fabric_nl: Netlink | None = None
+        self.neigh_reserved = 0  # neighbour entries this run added to the machine's limits
+        self.datapaths: dict[str, Datapath] = {}
+        """The switch datapaths in use, by kind (:mod:`fidelnet.switches`)."""
         self.mount_template: launcher.MountTemplate | None = None
         self._caps: frozenset[str] | None = None
         self.xsk_budget = XskBudget()  # memory the run's AF_XDP links pin
@@ -234,8 +238,10 @@ class Network:
         self.check_link_params(self.spec.links)
         self.check_capacity()
         fastpath.preflight(self.spec)
+        switches.preflight(self.spec, l2switch.missing)
         self.open()
         try:
+            realize.fit_tables(self)
             for spec in list(self.spec.nodes.values()):
                 if spec.name not in self.nodes:
                     self._create_node(spec)
@@ -325,6 +331,16 @@ class Network:
             self._fabric, self._fabric_nl = realize.make_fabric(self)
         return self._fabric_nl
 
+    def datapath(self, kind: str) -> Datapath:
+        """The run's switch datapath of ``kind`` (``bridge`` or ``bpf``), made on first use."""
+        if kind not in self.datapaths:
+            self.datapaths[kind] = switches.make(kind, self.run_id, self._owning_calls())
+        return self.datapaths[kind]
+
+    def _owning_calls(self) -> tuple[Callable[..., None], Callable[..., None]]:
+        assert self._state is not None
+        return self.state_record, self._state.gone
+
     def _create_node(self, spec: NodeSpec) -> Node:
         node = self._classes.get(spec.kind, Host)(self, spec)
         self.realize_node(node)
@@ -387,7 +403,7 @@ class Network:
         """Wait until every STP bridge has left the listening and learning states."""
         stp = [s for s in self.switches if s.spec.stp and isinstance(s, Switch)]
         if stp:
-            realize.wait_stp(self._fabric_netlink(), stp, timeout)
+            realize.wait_stp(stp, timeout)
 
     # -- teardown -----------------------------------------------------------------
 
@@ -428,6 +444,9 @@ class Network:
                 self.engine_failure = failure
                 log.error("run %s: the link engine had failed: %s", self._state.run_id, failure)
             self.engine = None
+        for datapath in self.datapaths.values():
+            datapath.close()
+        self.datapaths.clear()
         if self._fabric_nl is not None:
             self._fabric_nl.close()
             self._fabric_nl = None
@@ -439,6 +458,7 @@ class Network:
             log.error("run %s: teardown: %s", self._state.run_id, p)
         self._state.close(remove=not problems)
         self._state = None
+        self.neigh_reserved = 0
         self._started = False
         self.nodes.clear()
         self.links.clear()

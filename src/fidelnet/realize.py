@@ -14,8 +14,9 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from fidelnet import switches
 from fidelnet.errors import KernelError
-from fidelnet.kernel import ns
+from fidelnet.kernel import l2switch, neigh, ns
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import mark_for
 from fidelnet.links.choice import Choice
@@ -28,11 +29,19 @@ from fidelnet.topology.spec import LinkSpec
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["make_fabric", "realize_link", "realize_node", "setup_end", "wait_stp"]
+__all__ = ["fit_tables", "make_fabric", "realize_link", "realize_node", "setup_end", "wait_stp"]
 
-_STP_PENDING = (1, 2)  # listening, learning
 IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
 """The sysctls that turn IPv6 off in a namespace, set before its first device."""
+
+
+def fit_tables(net: Network) -> None:
+    """Make room in the machine's neighbour tables for what the run's hosts and routers
+    may resolve (:mod:`fidelnet.kernel.neigh`), given back at teardown."""
+    l3 = sum(1 for spec in net.spec.nodes.values() if spec.kind != "switch")
+    need = neigh.needed(l3) - net.neigh_reserved
+    if need > 0 and neigh.fit(need, net.state_record):
+        net.neigh_reserved += need
 
 
 def make_fabric(net: Network) -> tuple[str, Netlink]:
@@ -61,11 +70,10 @@ def realize_node(net: Network, node: Node) -> None:
     own namespace (recorded first) for a host or router in one."""
     spec = node.spec
     if isinstance(node, Switch):
-        fabric = net._fabric_netlink()
+        node._nl = net._fabric_netlink()
         node.netns = net._fabric
-        node._nl = fabric
-        node.bridge_index = fabric.add_bridge(spec.name, spec.stp)
-        fabric.set_link(node.bridge_index, state="up", ifalias=mark_for(net.run_id))
+        node.forwarder = net.datapath(switches.choose(spec, net.spec, l2switch.missing))
+        node.forwarder.add_switch(node)
     elif spec.in_namespace:
         name = net.ns_name(spec.name)
         with net._owning("netns", name=name):
@@ -127,24 +135,22 @@ def setup_end(node: Node, intf: Interface, mac: str | None, ip: str | None, mark
     if mac:
         attrs["address"] = mac
     if isinstance(node, Switch):
-        attrs["master"] = node.bridge_index
+        attrs.update(node.forwards_by().port_attrs(node))
     node.netlink().set_link(intf.index, **attrs)
     node.add_intf(intf)
+    if isinstance(node, Switch):
+        node.forwards_by().add_port(node, intf)
     if ip is None and first and node.kind != "switch" and node.spec.ip:
         ip = node.spec.ip
     if ip:
         intf.set_ip(ip, replace=False)  # a new interface has no address to replace
 
 
-def wait_stp(fabric: Netlink, switches: list[Switch], timeout: float) -> None:
-    """Wait until no port of these STP bridges is listening or learning."""
+def wait_stp(stp_switches: list[Switch], timeout: float) -> None:
+    """Wait until no port of these STP switches is listening or learning."""
     deadline = time.monotonic() + timeout
     while True:
-        pending = [
-            s.name
-            for s in switches
-            if any(st in _STP_PENDING for st in fabric.bridge_port_states(s.bridge_index))
-        ]
+        pending = [s.name for s in stp_switches if not s.forwarding()]
         if not pending:
             return
         if time.monotonic() > deadline:

@@ -537,3 +537,14 @@ def test_no_demotion_no_note() -> None:
     assert _demotions({}, {}) == (0, 0.0)
     same = {"demotions": 1, "demoted_ns": 5}
     assert _demotions(same, same) == (0, 0.0)
+
+
+def test_backlog_drops_are_read_from_softnet_stat() -> None:
+    from fidelnet.kernel import procfs
+
+    text = (
+        "00660f8a 00000000 00000016 00000000 00000000\n"
+        "00c33ac7 0005a003 0000000d 00000000 00000000\n"
+    )
+    assert procfs.softnet_dropped(text) == 0x5A003
+    assert procfs.softnet_dropped("") == 0

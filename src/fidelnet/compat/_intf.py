@@ -208,6 +208,7 @@ class Intf(Interface):
         node = self.node
         if node is not None and not _context.is_stopping(node.net):
             with contextlib.suppress(NetlinkError, KernelError):
+                node.port_removed(self)  # a switch sends nothing to it from here on
                 node.netlink().delete_link(self.index)
         if node is not None:
             node.delIntf(self)

@@ -22,11 +22,9 @@ from fidelnet.compat import _context
 from fidelnet.compat._node import Node
 from fidelnet.kernel import procfs
 from fidelnet.nodes import node as _core
-from fidelnet.topology.spec import NodeSpec
+from fidelnet.topology.spec import Datapath, NodeSpec
 
 __all__ = ["LinuxBridge", "OVSBridge", "OVSKernelSwitch", "OVSSwitch", "Switch", "UserSwitch"]
-
-_STP_PENDING = (1, 2)  # listening, learning
 
 
 def ovs_available() -> bool:
@@ -41,6 +39,7 @@ class Switch(Node, _core.Switch):
     dpidLen = 16
     fn_kind = "switch"
     fn_stp = False
+    fn_datapath: Datapath | None = None  # None: the topology's (docs/switches.md)
     _fn_ovs_defined = False
 
     def __init__(
@@ -59,7 +58,7 @@ class Switch(Node, _core.Switch):
         self.controlIntf = None
 
     def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
-        return NodeSpec(name, kind="switch", stp=bool(self.fn_stp))
+        return NodeSpec(name, kind="switch", stp=bool(self.fn_stp), datapath=self.fn_datapath)
 
     def defaultDpid(self, dpid: str | None = None) -> str | None:
         """``dpid`` without colons, or the number in the name (s12 -> ...0c), padded."""
@@ -77,23 +76,21 @@ class Switch(Node, _core.Switch):
         return self.spec.stp
 
     def connected(self) -> bool:
-        """Forwarding: always for a plain bridge; with STP once no port is still
-        listening or learning."""
-        if not self.spec.stp:
-            return True
-        states = self.netlink().bridge_port_states(self.bridge_index)
-        return not any(s in _STP_PENDING for s in states)
+        """Forwarding: at once without STP; with STP once no port is still listening
+        or learning."""
+        return self.forwarding()
 
     def start(self, controllers: Any = None) -> None:
-        """Bring the bridge up (it forwards as soon as its ports exist)."""
+        """Start forwarding (as soon as its ports exist)."""
         del controllers
-        self.netlink().set_link(self.bridge_index, state="up")
+        self.set_forwarding(True)
 
     def stop(self, deleteIntfs: bool = True) -> None:
-        """Stop forwarding (the bridge is taken down); delete its interfaces if asked."""
+        """Stop forwarding (a bridge is taken down, a BPF switch drops what arrives);
+        delete its interfaces if asked."""
         if _context.is_stopping(self.net):
             return
-        self.netlink().set_link(self.bridge_index, state="down")
+        self.set_forwarding(False)
         if deleteIntfs:
             self.deleteIntfs()
 
@@ -127,7 +124,10 @@ class Switch(Node, _core.Switch):
 
 
 class LinuxBridge(Switch):
-    """A Linux bridge, with the kernel's spanning tree when ``stp=True``."""
+    """A Linux bridge, with the kernel's spanning tree when ``stp=True``: always the
+    bridge datapath, since scripts that ask for it may look at the bridge device."""
+
+    fn_datapath: Datapath | None = "bridge"
 
     nextPrio = 100
 

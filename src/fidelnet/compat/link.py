@@ -173,6 +173,9 @@ class Link(_CoreLink):
         return f"{node.name}-eth{n}"
 
     def delete(self) -> None:
+        for intf in (self.intf1, self.intf2):
+            if intf.node is not None:
+                intf.node.port_removed(intf)  # a switch sends nothing to it from here on
         self.driver.remove()
         self.intf1.delete()
         self.intf2.delete()

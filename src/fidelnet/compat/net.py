@@ -19,6 +19,7 @@ import random
 import sys
 from typing import Any
 
+from fidelnet import realize
 from fidelnet.compat import _context
 from fidelnet.compat._build import topo_spec
 from fidelnet.compat._nettests import NetTests
@@ -335,6 +336,7 @@ class Mininet(NetTests):
         try:
             if self.topo:
                 self.buildFromTopo(self.topo)
+            realize.fit_tables(self.fn_net)  # room for the hosts' neighbours (pingall)
             info("*** Configuring hosts\n")
             self.configHosts()
             for node in self.hosts + self.switches:

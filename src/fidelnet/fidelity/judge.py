@@ -241,6 +241,17 @@ def _kernel_drops(rec: MonitorRecord, obs: Observation, th: Thresholds) -> Itera
     level: Level = "untrusted" if ratio >= th.kernel_drops_untrusted_ratio else "degraded"
     where = ", ".join(f"{w} {n}" for w, n in places[:4])
     hint = ""
+    if any(d.node == "machine" and d.intf == "cpu input backlog" for d in rec.interfaces):
+        hint = (
+            "; a CPU's input backlog ran full (net.core.netdev_max_backlog): bursts of "
+            "frames, such as floods in a large broadcast domain, arrived faster than "
+            "the kernel delivered them"
+        )
+    if any(d.node == "machine" and d.intf == "neighbour table full" for d in rec.interfaces):
+        hint = (
+            "; the machine's neighbour table (ARP/ND, shared by every namespace) was "
+            "full: raise net.ipv4.neigh.default.gc_thresh3, or run fewer hosts at once"
+        )
     if any(e.drops_ingress > 0 for e in rec.engine):
         hint = (
             "; an engine link's AF_XDP ring ran full because linkd could not keep up "

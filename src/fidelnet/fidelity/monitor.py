@@ -46,12 +46,17 @@ from fidelnet.fidelity.record import (
     NodeThrottle,
     TimerProbe,
 )
-from fidelnet.kernel import cgroups, procfs, tc
+from fidelnet.kernel import cgroups, neigh, procfs, tc
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["Monitor", "lateness_delta"]
+__all__ = ["BACKLOG", "NEIGH_FULL", "Monitor", "lateness_delta"]
+
+BACKLOG = ("machine", "cpu input backlog")
+"""Where the monitor files the kernel's backlog drops (``/proc/net/softnet_stat``)."""
+NEIGH_FULL = ("machine", "neighbour table full")
+"""Where it files packets dropped for a full neighbour table (:mod:`fidelnet.kernel.neigh`)."""
 
 _SHAPING_QDISCS = frozenset({"htb", "tbf", "netem", "hfsc", "cake", "fq_codel", "fq"})
 _MAX_TIMER_SAMPLES = 200_000
@@ -274,6 +279,11 @@ class Monitor:
                     if kind in _SHAPING_QDISCS:
                         qdrops = 0
                     snap.drops[(node.name, name)] = (rx, tx, qdrops)
+            # Frames dropped because a CPU's input backlog was full: veth pairs deliver
+            # through it, and no interface counts them (machine-wide).
+            snap.drops[BACKLOG] = (procfs.softnet_dropped(), 0, 0)
+            # Packets dropped because the machine-wide neighbour table was full.
+            snap.drops[NEIGH_FULL] = (neigh.table_fulls(), 0, 0)
         self._snap_cpu += time.thread_time() - c0
         return snap
 

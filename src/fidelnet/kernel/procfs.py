@@ -3,6 +3,7 @@ per core, CPU pressure (PSI), a process's CPU time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 __all__ = [
@@ -135,3 +136,32 @@ def mem_available_bytes(path: str = "/proc/meminfo") -> int | None:
     except OSError:
         return None
     return None
+
+
+def softnet_dropped(text: str | None = None) -> int:
+    """Frames the kernel dropped because a CPU's input backlog was full (the second
+    column of ``/proc/net/softnet_stat``, summed over CPUs): loss no interface counts.
+    Veth pairs deliver through that backlog, so a burst of floods in a large broadcast
+    domain can fill it."""
+    if text is None:
+        try:
+            with open("/proc/net/softnet_stat", encoding="ascii") as f:
+                text = f.read()
+        except OSError:
+            return 0
+    total = 0
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 1:
+            with contextlib.suppress(ValueError):
+                total += int(fields[1], 16)
+    return total
+
+
+def netdev_max_backlog() -> int:
+    """The size of each CPU's input backlog (``net.core.netdev_max_backlog``)."""
+    try:
+        with open("/proc/sys/net/core/netdev_max_backlog", encoding="ascii") as f:
+            return max(1, int(f.read().strip()))
+    except (OSError, ValueError):
+        return 1000

@@ -176,6 +176,8 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "cgroup": ("path",),
         "process": ("pid", "start"),
         "sysctl": ("path",),
+        "sysctl_add": ("path",),
+        "mount": ("path",),
     }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
 

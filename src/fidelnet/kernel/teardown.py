@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fidelnet.errors import FidelnetError
-from fidelnet.kernel import cgroups, ns
+from fidelnet.kernel import cgroups, neigh, ns
 from fidelnet.kernel.state import RunState, mark_for, process_matches
 
 __all__ = ["remove_all"]
@@ -64,6 +64,12 @@ def _sysctl(rec: dict[str, Any], _run_id: str) -> None:
         f.write(str(rec["old"]))
 
 
+def _sysctl_add(rec: dict[str, Any], _run_id: str) -> None:
+    """A limit the run raised by ``delta`` (:mod:`fidelnet.kernel.neigh`): lowered by
+    as much, whatever other runs did meanwhile."""
+    neigh.undo(str(rec["path"]), int(rec["delta"]))
+
+
 def _file(rec: dict[str, Any], _run_id: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(str(rec["path"]))
@@ -88,6 +94,7 @@ _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "netns": _netns,
     "link": _link,
     "sysctl": _sysctl,
+    "sysctl_add": _sysctl_add,
     "mount": _mount,
 }
 

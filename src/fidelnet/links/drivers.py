@@ -58,7 +58,7 @@ class LinkDriver:
 
     def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
         for intf in ends:
-            intf.node.netlink().set_link(intf.index, state="up" if up else "down")
+            intf.set_up(up)
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         raise NotImplementedError

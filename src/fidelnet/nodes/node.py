@@ -4,8 +4,10 @@
   processes started by argv through ``fidelnet-exec``, its interfaces.
 - :class:`Host`: an end host (the default node).
 - :class:`Router`: a host with IPv4 forwarding on.
-- :class:`Switch`: a Linux bridge. All switches of a run share one "fabric"
-  namespace, so nothing is added to the host namespace; a switch's shell runs there.
+- :class:`Switch`: a switch, forwarded by its datapath (a Linux bridge, or the run's
+  BPF learning switch: :mod:`fidelnet.switches`). All switches of a run share one
+  "fabric" namespace, so nothing is added to the host namespace; a switch's shell
+  runs there.
 
 Every process a node starts joins the node's cgroup, so teardown ends all of them,
 including daemons that left the shell's session.
@@ -30,6 +32,7 @@ from fidelnet.topology.validate import validate
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
+    from fidelnet.switches import Datapath
 
 __all__ = ["Host", "Node", "Router", "Switch"]
 
@@ -238,6 +241,14 @@ class Node:
     def configure(self) -> None:
         """Per-kind configuration after the node's interfaces exist."""
 
+    def port_changed(self, intf: Interface, up: bool) -> None:
+        """``intf`` was taken down or brought up (a switch tells its datapath)."""
+        del intf, up
+
+    def port_removed(self, intf: Interface) -> None:
+        """``intf`` is about to be deleted (a switch tells its datapath)."""
+        del intf
+
     # -- teardown ------------------------------------------------------------------
 
     def close(self) -> None:
@@ -280,14 +291,40 @@ class Router(Node):
 
 
 class Switch(Node):
-    """A Linux bridge in the run's fabric namespace."""
+    """A switch in the run's fabric namespace, forwarded by its datapath: a Linux
+    bridge of its own, or the run's BPF learning switch (:mod:`fidelnet.switches`)."""
 
     kind = "switch"
 
     def __init__(self, net: Network, spec: NodeSpec) -> None:
         super().__init__(net, spec)
-        self.bridge_index = -1
+        self.bridge_index = -1  # the bridge datapath's device
+        self.forwarder: Datapath | None = None  # its datapath (Mininet's OVSSwitch has a .datapath)
 
     @property
     def ip(self) -> str | None:
         return None
+
+    def forwards_by(self) -> Datapath:
+        if self.forwarder is None:
+            raise NodeError(f"{self.name}: the switch is not built")
+        return self.forwarder
+
+    def port_changed(self, intf: Interface, up: bool) -> None:
+        if self.forwarder is not None:
+            self.forwarder.set_port_up(self, intf, up)
+
+    def port_removed(self, intf: Interface) -> None:
+        if self.forwarder is not None:
+            self.forwarder.remove_port(self, intf)
+
+    def set_forwarding(self, up: bool) -> None:
+        """Start or stop forwarding (Mininet's ``start``/``stop``); ports stay."""
+        self.forwards_by().set_switch_up(self, up)
+
+    def forwarding(self) -> bool:
+        """Whether every port forwards (with STP: once the tree has settled)."""
+        return self.forwards_by().forwarding(self)
+
+    def datapath_stats(self) -> dict[str, Any]:
+        return self.forwards_by().stats(self)

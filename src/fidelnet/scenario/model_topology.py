@@ -204,7 +204,7 @@ class Node(_Model):
     is a host with every default."""
 
     kind: Literal["host", "switch", "router"] = "host"
-    """``host`` (default), ``switch`` (a bridge) or ``router`` (a host that forwards)."""
+    """``host`` (default), ``switch`` (a learning switch) or ``router`` (a host that forwards)."""
     ip: str | None = None
     """Address of its first interface, CIDR: ``10.0.0.1/24`` (default: from ``ip_base``)."""
     mac: str | None = None
@@ -218,7 +218,11 @@ class Node(_Model):
     sched: Literal["cfs", "rt"] | None = None
     """CPU scheduler for ``cpu``: ``cfs`` or ``rt``."""
     stp: bool = False
-    """Spanning tree (switches only)."""
+    """Spanning tree (switches only; on the Linux bridge datapath)."""
+    datapath: Literal["auto", "bridge", "bpf"] | None = None
+    """What forwards between a switch's ports: ``bridge`` (a Linux bridge), ``bpf`` (the
+    run's BPF learning switch, no device per switch), ``auto`` (bpf unless STP is on).
+    Default: ``topology.datapath`` (switches only)."""
     fastpath: FastPath | None = None
     """``xdp``: forward in an XDP program ahead of the IP stack (routers only; default:
     ``topology.fastpath``)."""
@@ -303,6 +307,11 @@ class Topology(_Model):
     host's start-up multicast (DAD, router solicitations, MLD) floods its whole
     broadcast domain, work that grows with the square of the hosts. Switches never
     hold IPv6 of their own either way."""
+    datapath: Literal["auto", "bridge", "bpf"] = "auto"
+    """Switches' datapath unless they choose: ``auto`` (default: the BPF learning switch
+    for switches without STP where it is installed, a Linux bridge otherwise),
+    ``bridge`` or ``bpf``. A bridge per switch costs the kernel an RCU barrier when it
+    is deleted (16-22 ms), which made teardown most of a big run (docs/switches.md)."""
     ip_base: str = "10.0.0.0/8"
     """Network that hosts without an address get theirs from."""
     auto_routes: bool | None = None

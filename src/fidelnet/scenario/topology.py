@@ -86,6 +86,7 @@ def build(scenario: Scenario) -> Built:
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
     spec.ipv6 = topo.ipv6
+    spec.datapath = topo.datapath
     spec.ip_base = topo.ip_base
     if topo.auto_routes is not None:
         spec.auto_routes = topo.auto_routes
@@ -118,6 +119,7 @@ def build(scenario: Scenario) -> Built:
                 cores=tuple(node.cores) if node.cores is not None else None,
                 sched=node.sched,
                 stp=node.stp,
+                datapath=node.datapath,
                 fastpath=node.fastpath,
             )
         )
@@ -184,7 +186,15 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
             if not in_link and defaults is not None and getattr(defaults, name) is not None:
                 return ("topology", "defaults", "link", *rest[1:]), ""
         return ("topology", "links", own, *rest), ""
-    if head in ("ip_base", "link_backend", "engine_endpoint", "engine_threads", "ipv6", "fastpath"):
+    if head in (
+        "ip_base",
+        "link_backend",
+        "engine_endpoint",
+        "engine_threads",
+        "ipv6",
+        "fastpath",
+        "datapath",
+    ):
         return ("topology", head), ""
     return ("topology",), f"{spec_field}: "
 

@@ -42,6 +42,8 @@ NodeKind = Literal["host", "switch", "router"]
 NODE_KINDS: tuple[str, ...] = ("host", "switch", "router")
 FastPath = Literal["xdp"]
 FASTPATHS: tuple[str, ...] = ("xdp",)
+Datapath = Literal["auto", "bridge", "bpf"]
+DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf")
 
 
 JitterDist = Literal["uniform", "normal"]
@@ -121,6 +123,8 @@ class NodeSpec:
     cores: tuple[int, ...] | None = None
     sched: Literal["cfs", "rt"] | None = None
     stp: bool = False  # switches only
+    # switches only: what forwards between its ports (docs/switches.md); None: the topology's
+    datapath: Datapath | None = None
     fastpath: FastPath | None = None  # routers only: forward in XDP (docs/fastpath.md)
     in_namespace: bool = True
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
@@ -172,6 +176,7 @@ class TopologySpec:
     fastpath: FastPath | None = None  # every router's fast path, unless it sets its own
     engine_threads: int = 1  # link-engine loops (linkd --threads); links spread over them
     ipv6: bool = True  # False: IPv6 off in every node's namespace (see docs/scale.md)
+    datapath: Datapath = "auto"  # switches' datapath unless they choose (docs/switches.md)
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

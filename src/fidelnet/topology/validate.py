@@ -42,6 +42,7 @@ from fidelnet.topology.addressing import (
     plan_ports,
 )
 from fidelnet.topology.spec import (
+    DATAPATHS,
     ENGINE_ENDPOINTS,
     FASTPATHS,
     JITTER_DISTS,
@@ -92,6 +93,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
     checks: tuple[Callable[[TopologySpec], Problems], ...] = (
         _check_link_backend,
         _check_fastpath,
+        _check_datapath,
         _check_engine_threads,
         _check_ipv6,
         _check_ip_base,
@@ -187,6 +189,29 @@ def _check_fastpath(spec: TopologySpec) -> Problems:
                 f"only routers have a fast path, and {name} is a {node.kind} (drop "
                 "fastpath, or make the node a router)",
                 node.fastpath,
+            )
+
+
+def _check_datapath(spec: TopologySpec) -> Problems:
+    if spec.datapath not in DATAPATHS:
+        yield ValidationError("datapath", "unknown switch datapath", spec.datapath, list(DATAPATHS))
+    for name, node in spec.nodes.items():
+        where = f"nodes.{name}.datapath"
+        if node.datapath is None:
+            continue
+        if node.datapath not in DATAPATHS:
+            yield ValidationError(where, "unknown switch datapath", node.datapath, list(DATAPATHS))
+        elif node.kind != "switch":
+            yield ValidationError(
+                where, f"only switches have a datapath, and {name} is a {node.kind}", node.datapath
+            )
+        elif node.stp and node.datapath == "bpf":
+            yield ValidationError(
+                where,
+                "STP runs on the Linux bridge datapath only (datapath: bridge, or auto, "
+                "which takes the bridge for STP switches)",
+                node.datapath,
+                ["auto", "bridge"],
             )
 
 
