@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fidelnet.cli.mn import parse, run_mn
+from fidelnet.compat._switch import LearningSwitch
 from fidelnet.compat.link import TCLink
 from fidelnet.compat.node import LinuxBridge, NullController, RemoteController
 from fidelnet.compat.topo import Topo
@@ -20,9 +21,11 @@ def test_topo_and_test() -> None:
     assert setup.topo.hosts() == ["h1", "h2", "h3"]
     assert setup.topo.switches() == ["s1", "s2", "s3"]
     assert setup.tests == ["pingall"]
-    # No controller asked for: none, and plain Linux bridges (mn's fallback).
+    # No controller asked for: none, and plain learning switches on the topology's
+    # datapath (the BPF switch where it runs); --switch lxbr asks for Linux bridges.
     assert setup.controllers == [NullController]
-    assert setup.switch is LinuxBridge
+    assert setup.switch is LearningSwitch and setup.switch.fn_datapath is None
+    assert parse(["--switch", "lxbr"]).switch is LinuxBridge
 
 
 def test_torus_switches_run_stp() -> None:

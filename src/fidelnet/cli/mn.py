@@ -30,6 +30,7 @@ from typing import Any
 
 from fidelnet.compat import _context, shim_path
 from fidelnet.compat import log as mlog
+from fidelnet.compat._switch import LearningSwitch
 from fidelnet.compat.link import EngineLink, TCIntf, TCLink, TCULink, end_params, preset
 from fidelnet.compat.link import Link as _Link
 from fidelnet.compat.node import (
@@ -254,10 +255,12 @@ def parse(argv: list[str]) -> MnSetup:
     switches = {**SWITCHES, **custom["switches"]}
     controllers = {**CONTROLLERS, **custom["controllers"]}
     if not opts.controller:
-        # Like mn without a default OpenFlow controller: no controller, bridges.
+        # Like mn without a default OpenFlow controller: no controller, learning
+        # switches on the topology's datapath (docs/switches.md); --switch lxbr asks
+        # for Linux bridges.
         opts.controller = ["none"]
         if opts.switch == "default":
-            opts.switch = "lxbr"
+            switches["default"] = LearningSwitch
     setup.switch = _resolve("--switch", switches, opts.switch)
     setup.host = _resolve("--host", {**HOSTS, **custom["hosts"]}, opts.host)
     setup.controllers = [_resolve("--controller", controllers, c) for c in opts.controller]
@@ -342,7 +345,7 @@ def _run_network(setup: MnSetup) -> int:
         wait = True
     if "none" in opts.controller:
         mlog.info(
-            "*** No OpenFlow controller (fidelnet runs none): switches are learning bridges\n"
+            "*** No OpenFlow controller (fidelnet runs none): switches are learning switches\n"
         )
     net = Mininet(
         topo=setup.topo,

@@ -1,6 +1,6 @@
 """Mininet's controllers: accepted, started and stopped as no-ops.
 
-fidelnet's switches are learning bridges; OpenFlow control is out of scope for
+fidelnet's switches are learning switches; OpenFlow control is out of scope for
 now. A controller is a node in the host's namespace (``cmd`` runs there, as in
 Mininet) that runs no controller program. Constructing any controller other than
 :class:`NullController` logs one warning per process saying so.
@@ -50,7 +50,7 @@ class Controller(Node):
                 "controller",
                 f"OpenFlow control is out of scope for now: controller {name} "
                 f"({type(self).__name__}) is accepted but not run; switches are learning "
-                "bridges",
+                "switches",
             )
         self.command = command
         self.cargs = cargs

@@ -1,12 +1,14 @@
-"""Mininet's switches, all run as Linux bridges in the run's fabric namespace.
+"""Mininet's switches, all run as learning switches in the run's fabric namespace, on
+the topology's datapath (docs/switches.md).
 
 - :class:`Switch`: the base class (``dpid``, ``opts``, ``listenPort``; ports from 1).
-- :class:`LinuxBridge`: ``stp=True`` turns on the kernel's spanning tree.
+- :class:`LinuxBridge`: always a Linux bridge; ``stp=True`` turns on the kernel's
+  spanning tree.
 - :class:`OVSSwitch` (= ``OVSKernelSwitch``), :class:`OVSBridge`, :class:`UserSwitch`:
-  accepted and run as Linux bridges (learning switches; ``stp=True`` honoured),
-  with one warning per process. OpenFlow switching is out of scope for now.
+  accepted and run as learning switches (``stp=True`` honoured, on a bridge), with
+  one warning per process. OpenFlow switching is out of scope for now.
 
-In a switch run as a bridge, the one ``ovs-vsctl`` query Mininet scripts commonly
+In a switch that is not Open vSwitch, the one ``ovs-vsctl`` query Mininet scripts commonly
 make, ``ovs-vsctl get Interface <intf> ofport``, answers with the port number
 fidelnet gave the interface (a shell function defined in the switch's shell);
 every other ``ovs-vsctl`` command fails with a message saying why.
@@ -24,7 +26,15 @@ from fidelnet.kernel import procfs
 from fidelnet.nodes import node as _core
 from fidelnet.topology.spec import Datapath, NodeSpec
 
-__all__ = ["LinuxBridge", "OVSBridge", "OVSKernelSwitch", "OVSSwitch", "Switch", "UserSwitch"]
+__all__ = [
+    "LearningSwitch",
+    "LinuxBridge",
+    "OVSBridge",
+    "OVSKernelSwitch",
+    "OVSSwitch",
+    "Switch",
+    "UserSwitch",
+]
 
 
 def ovs_available() -> bool:
@@ -148,6 +158,17 @@ class LinuxBridge(Switch):
         super().__init__(name, **kwargs)
 
 
+class LearningSwitch(Switch):
+    """A learning switch on the topology's datapath (docs/switches.md), on a Linux
+    bridge with the kernel's spanning tree when ``stp=True``: what ``fidelnet mn``
+    runs by default when no controller is asked for (Mininet's ``mn`` would run Open
+    vSwitch with its default controller)."""
+
+    def __init__(self, name: str, stp: bool = False, **kwargs: Any) -> None:
+        self.fn_stp = bool(stp)
+        super().__init__(name, **kwargs)
+
+
 def _warn_bridge(kind: str) -> None:
     why = (
         "Open vSwitch is not available here"
@@ -156,8 +177,7 @@ def _warn_bridge(kind: str) -> None:
     )
     _context.warn_once(
         "ovs-as-bridge",
-        f"{why}: {kind} switches run as Linux bridges (learning switches, no OpenFlow; "
-        "stp=True is honoured)",
+        f"{why}: {kind} switches run as learning switches (no OpenFlow; stp=True is honoured)",
     )
 
 

@@ -247,7 +247,7 @@ class CLI(Cmd):
         self.mn.waitConnected()
 
     def do_dpctl(self, line: str) -> None:
-        """Run a datapath command on every switch (none exists: they are bridges)."""
+        """Run a datapath command on every switch (none exists: no switch is OpenFlow)."""
         args = line.split()
         if not args:
             error("usage: dpctl command [arg1] [arg2] ...\n")

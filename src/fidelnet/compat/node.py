@@ -2,7 +2,7 @@
 
 - :class:`Node`, :class:`Host`, :class:`CPULimitedHost` (``_node``);
 - :class:`Switch`, :class:`LinuxBridge`, :class:`OVSSwitch` (= ``OVSKernelSwitch``),
-  :class:`OVSBridge`, :class:`UserSwitch`, all Linux bridges (``_switch``);
+  :class:`OVSBridge`, :class:`UserSwitch`, all learning switches (``_switch``);
 - :class:`Controller`, :class:`OVSController`, :class:`RemoteController`,
   :class:`NullController`, :class:`DefaultController`, :func:`findController`:
   accepted, not run (``_controller``).
