@@ -259,6 +259,15 @@ class Node:
             self._nl.close()
             self._nl = None
 
+    def kill_processes(self) -> None:
+        """SIGKILL the node's shell and the processes started with :meth:`popen`,
+        without waiting for them (:meth:`end_processes` reaps them)."""
+        if self._shell is not None:
+            self._shell.kill()
+        for p in self._popens:
+            if p.poll() is None:
+                p.kill()
+
     def end_processes(self) -> None:
         """End the node's shell and the processes started with :meth:`popen`; its
         netlink handle stays open (a switch's is the fabric's, shared)."""

@@ -145,13 +145,18 @@ class Shell:
         """Send ^C to the foreground job (Mininet's ``sendInt``)."""
         self.write("\x03")
 
+    def kill(self) -> None:
+        """Send the shell's process group SIGKILL without waiting (:meth:`close`
+        reaps it): ending many shells, kill them all first, then close each."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, 9)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
         self.fd = -1
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, 9)
+        self.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
 
