@@ -13,7 +13,10 @@
  *    unicast to every other port of the switch that is up,
  *  - does not forward IEEE 802.1D link-local frames (01:80:c2:00:00:01-0f),
  *    forwards 01:80:c2:00:00:00 (STP) as a bridge without STP does,
- *  - forgets an address not seen for 300 s (the bridge's ageing time).
+ *  - forgets an address not seen for 300 s (the bridge's ageing time),
+ *  - neither takes nor sends frames on a port that is down or blocked: a
+ *    switch with `stp` gets a spanning tree computed by fidelnet from the
+ *    topology (fidelnet.switches.tree), which blocks the other ports.
  *
  * Why not a Linux bridge per switch: deleting a bridge costs the kernel one
  * rcu_barrier() (br_multicast_dev_del), 16-22 ms on a 2-vCPU VM with the RTNL
@@ -21,8 +24,10 @@
  * blocked for over a minute. This program and its maps go with the last port.
  *
  * Maps (filled from user space, fidelnet.kernel.l2switch):
- *   sw_ports:  port ifindex -> its switch, its slot in the flood list, up/down
- *   sw_state:  switch id -> number of flood slots, up/down
+ *   sw_ports:  port ifindex -> its switch, its slot in the flood list, forwarding
+ *   sw_state:  switch id -> number of flood slots, up/down, generation (a new
+ *              one forgets every address the switch learnt: the spanning tree
+ *              changed, as STP's topology change flushes a bridge's table)
  *   sw_flood:  (switch, slot) -> port ifindex (0: a port that is down or gone)
  *   sw_fdb:    (switch, MAC) -> port ifindex, last seen (LRU)
  *   sw_stats:  per-CPU counters, enum counter below
@@ -48,6 +53,7 @@ enum counter {
 	NOT_A_PORT,	/* on an interface no switch knows: passed to the stack */
 	RUNT,		/* shorter than an Ethernet header */
 	NO_PORT,	/* flooded on a switch with no other port up */
+	PORT_BLOCKED,	/* arrived on a port that is down or blocked (spanning tree) */
 	COUNTERS,
 };
 
@@ -61,6 +67,8 @@ struct port {
 struct sw {
 	__u32 slots;
 	__u32 up;
+	__u32 gen;	/* addresses learnt under another generation are forgotten */
+	__u32 pad;
 };
 
 struct fdb_key {
@@ -71,7 +79,7 @@ struct fdb_key {
 
 struct fdb_val {
 	__u32 ifindex;
-	__u32 pad;
+	__u32 gen;
 	__u64 seen;
 };
 
@@ -172,6 +180,10 @@ int l2switch(struct __sk_buff *skb)
 		count(RUNT, 1);
 		return TC_ACT_SHOT;
 	}
+	if (!p->up) {
+		count(PORT_BLOCKED, 1);
+		return TC_ACT_SHOT;
+	}
 	__builtin_memcpy(src.mac, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(dst.mac, eth->h_dest, ETH_ALEN);
 	src.sw = dst.sw = p->sw;
@@ -189,17 +201,18 @@ int l2switch(struct __sk_buff *skb)
 	now = bpf_ktime_get_ns();
 	if (!(src.mac[0] & 1)) {
 		v = bpf_map_lookup_elem(&sw_fdb, &src);
-		if (!v || v->ifindex != in || now - v->seen > REFRESH_NS) {
-			struct fdb_val nv = { .ifindex = in, .seen = now };
+		if (!v || v->ifindex != in || v->gen != s->gen ||
+		    now - v->seen > REFRESH_NS) {
+			struct fdb_val nv = { .ifindex = in, .gen = s->gen, .seen = now };
 
-			bpf_map_update_elem(&sw_fdb, &src, &nv, BPF_ANY);
-			if (!v || v->ifindex != in)
+			if (!v || v->ifindex != in || v->gen != s->gen)
 				count(LEARNT, 1);
+			bpf_map_update_elem(&sw_fdb, &src, &nv, BPF_ANY);
 		}
 	}
 	if (!(dst.mac[0] & 1)) {
 		v = bpf_map_lookup_elem(&sw_fdb, &dst);
-		if (v && now - v->seen < AGEING_NS) {
+		if (v && v->gen == s->gen && now - v->seen < AGEING_NS) {
 			if (v->ifindex == in) {
 				count(SAME_PORT, 1);
 				return TC_ACT_SHOT;

@@ -10,7 +10,15 @@ import pytest
 
 from fidelnet import Network
 from fidelnet.nodes.node import Node, Switch
-from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec, single, tree
+from fidelnet.topology import (
+    LinkParams,
+    LinkSpec,
+    NodeSpec,
+    TopologySpec,
+    single,
+    torus,
+    tree,
+)
 
 pytestmark = pytest.mark.privileged
 
@@ -74,7 +82,7 @@ def test_bpf_switch_follows_ports_and_switches_going_down_and_up() -> None:
         assert _pings(h2, h1, 2)
 
 
-def test_same_tree_on_both_datapaths_and_stp_switches_keep_a_bridge() -> None:
+def test_same_tree_on_both_datapaths_and_a_switch_on_each_in_one_topology() -> None:
     for datapath in ("bridge", "bpf"):
         spec = tree(2, 2)
         spec.datapath = datapath
@@ -87,7 +95,7 @@ def test_same_tree_on_both_datapaths_and_stp_switches_keep_a_bridge() -> None:
     for name in ("h1", "h2"):
         spec.add_node(NodeSpec(name))
     spec.add_node(NodeSpec("s1", kind="switch"))
-    spec.add_node(NodeSpec("s2", kind="switch", stp=True))
+    spec.add_node(NodeSpec("s2", kind="switch", stp=True, datapath="bridge"))
     spec.add_link(LinkSpec("h1", "s1"))
     spec.add_link(LinkSpec("s1", "s2"))
     spec.add_link(LinkSpec("s2", "h2"))
@@ -151,3 +159,30 @@ def test_a_64_host_tree_loses_no_ping_and_the_neighbour_limits_come_back() -> No
                 h.cmd("ip neigh flush all")
     with open(path) as f:
         assert int(f.read()) == before
+
+
+def test_a_torus_on_the_bpf_switch_gets_a_tree_at_once_and_reconverges_when_a_link_fails() -> None:
+    spec = torus(3, 3)
+    spec.ipv6 = False
+    began = time.perf_counter()
+    with Network(spec) as net:
+        assert time.perf_counter() - began < 10  # no STP timers to wait for
+        sws = [s for s in net.switches if isinstance(s, Switch)]
+        assert {s.datapath_stats()["stp"] for s in sws} == {"computed tree"}
+        blocked = sum(len(s.datapath_stats()["blocked"]) for s in sws)
+        assert blocked == 2 * (18 - 8)  # 18 links between switches, 8 in the tree
+        assert net.ping_all() == 0.0
+        # Take down a link of the tree: the tree is computed again at once.
+        tree_link = next(
+            lk
+            for lk in net.links
+            if lk.spec.a.startswith("s")
+            and lk.spec.b.startswith("s")
+            and lk.intf1.name not in net[lk.spec.a].datapath_stats()["blocked"]  # type: ignore[attr-defined]
+        )
+        tree_link.down()
+        assert sum(len(s.datapath_stats()["blocked"]) for s in sws) == 2 * (17 - 8)
+        assert net.ping_all() == 0.0
+        tree_link.up()
+        assert sum(len(s.datapath_stats()["blocked"]) for s in sws) == 2 * (18 - 8)
+        assert net.ping_all() == 0.0

@@ -32,13 +32,13 @@ def topo(**switch: Any) -> TopologySpec:
     return t
 
 
-def test_auto_takes_bpf_where_it_runs_and_the_bridge_for_stp_or_elsewhere() -> None:
+def test_auto_takes_bpf_where_it_runs_and_the_bridge_elsewhere() -> None:
     t = topo()
     assert choose(t.nodes["s1"], t, _there) == "bpf"
     assert choose(t.nodes["s1"], t, _missing) == "bridge"
-    t = topo(stp=True)
-    assert choose(t.nodes["s1"], t, _there) == "bridge"
-    t.datapath = "bpf"  # the topology's default does not take STP switches off the bridge
+    t = topo(stp=True)  # a computed spanning tree on bpf, the kernel's STP on a bridge
+    assert choose(t.nodes["s1"], t, _there) == "bpf"
+    t.datapath = "bridge"
     assert choose(t.nodes["s1"], t, _there) == "bridge"
 
 
@@ -68,8 +68,7 @@ def test_validation_names_the_field_and_the_choices() -> None:
     assert "nodes.s1.datapath: unknown switch datapath (got 'ovs'; valid: auto, bridge, bpf)" in (
         errors
     )
-    errors = [str(e) for e in problems(topo(datapath="bpf", stp=True))]
-    assert any(e.startswith("nodes.s1.datapath: STP runs on the Linux bridge") for e in errors)
+    assert problems(topo(datapath="bpf", stp=True)) == []
     host = TopologySpec()
     host.add_node(NodeSpec("h1", datapath="bpf"))
     errors = [str(e) for e in problems(host)]
@@ -114,3 +113,143 @@ def test_a_switch_tells_its_datapath_about_its_ports() -> None:
         "set_switch_up",
         "remove_port",
     ]
+
+
+class _Prog:
+    """Stands in for the loaded switch program: records map writes and attaches."""
+
+    def __init__(self) -> None:
+        self.switches: dict[int, tuple[int, bool]] = {}
+        self.ports: dict[int, tuple[int, int, bool]] = {}
+        self.removed: list[int] = []
+        self.attached: list[int] = []
+        self.gens: dict[int, int] = {}
+
+    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0) -> None:
+        self.switches[sw] = (slots, up)
+        self.gens[sw] = gen
+
+    def set_port(self, ifindex: int, sw: int, slot: int, up: bool) -> None:
+        self.ports[ifindex] = (sw, slot, up)
+
+    def remove_port(self, ifindex: int, sw: int, slot: int) -> None:
+        self.removed.append(ifindex)
+        self.ports.pop(ifindex, None)
+
+    def attach(self, nl: object, index: int) -> None:
+        self.attached.append(index)
+
+
+def test_bpf_datapath_numbers_switches_and_slots_and_follows_ports() -> None:
+    from fidelnet.switches.bpf import BpfDatapath
+
+    prog = _Prog()
+    dp = BpfDatapath("t", lambda *a, **k: None, lambda *a, **k: None, prog)  # type: ignore[arg-type]
+    s1 = Switch(_Net(), NodeSpec("s1", kind="switch"))  # type: ignore[arg-type]
+    s2 = Switch(_Net(), NodeSpec("s2", kind="switch"))  # type: ignore[arg-type]
+    for s in (s1, s2):
+        s._nl = object()  # type: ignore[assignment]
+        dp.add_switch(s)
+    a, b, c = (
+        Interface(s1, "s1-eth1", 1, 11),
+        Interface(s1, "s1-eth2", 2, 12),
+        Interface(s2, "s2-eth1", 1, 21),
+    )
+    dp.add_port(s1, a)
+    dp.add_port(s1, b)
+    dp.add_port(s2, c)
+    assert prog.switches == {1: (2, True), 2: (1, True)}
+    assert prog.ports == {11: (1, 0, True), 12: (1, 1, True), 21: (2, 0, True)}
+    assert prog.attached == [11, 12, 21]  # after the maps know the port
+    dp.set_port_up(s1, a, False)
+    assert prog.ports[11] == (1, 0, False)
+    dp.set_switch_up(s1, False)
+    assert prog.switches[1] == (2, False)
+    dp.remove_port(s1, b)
+    assert prog.removed == [12] and 12 not in prog.ports
+    dp.remove_port(s1, b)  # twice: nothing more
+    assert prog.removed == [12]
+
+
+def test_spanning_tree_of_a_torus_and_after_a_link_fails() -> None:
+    from fidelnet.switches.tree import Edge, spanning_tree
+
+    # 3x3 torus: 9 switches, 18 links (each switch to its right and lower neighbour).
+    def sw(r: int, c: int) -> int:
+        return 1 + 3 * (r % 3) + (c % 3)
+
+    edges = [Edge(sw(r, c), sw(r, c + 1), 2 * (3 * r + c)) for r in range(3) for c in range(3)]
+    edges += [Edge(sw(r, c), sw(r + 1, c), 2 * (3 * r + c) + 1) for r in range(3) for c in range(3)]
+    tree = spanning_tree(range(1, 10), edges)
+    assert len(tree) == 8 and _spans(tree, edges, 9)
+    assert spanning_tree(range(1, 10), edges) == tree  # the same every time
+    cut = [e for e in edges if e.key != min(tree)]
+    again = spanning_tree(range(1, 10), cut)
+    assert len(again) == 8 and _spans(again, cut, 9) and min(tree) not in again
+    # Two parts: a tree in each, and a self-loop is never in one.
+    parts = spanning_tree([1, 2, 3, 4], [Edge(1, 2, 0), Edge(3, 4, 1), Edge(4, 4, 2)])
+    assert parts == {0, 1}
+
+
+def _spans(keys: set[int], edges: list[Any], n: int) -> bool:
+    reach = {1}
+    changed = True
+    while changed:
+        changed = False
+        for e in edges:
+            if e.key in keys and (e.a in reach) != (e.b in reach):
+                reach |= {e.a, e.b}
+                changed = True
+    return len(reach) == n
+
+
+class _SpecNet:
+    def __init__(self, spec: TopologySpec) -> None:
+        self.spec = spec
+        self.run_id = "t"
+
+
+def test_bpf_datapath_blocks_the_ports_off_its_computed_tree_and_follows_failures() -> None:
+    from fidelnet.switches.bpf import BpfDatapath
+    from fidelnet.topology import LinkSpec
+
+    t = TopologySpec()
+    for name in ("s1", "s2", "s3"):
+        t.add_node(NodeSpec(name, kind="switch", stp=True))
+    t.add_node(NodeSpec("h1"))
+    ring = [("s1", "s2"), ("s2", "s3"), ("s3", "s1")]
+    for i, (a, b) in enumerate(ring):
+        t.add_link(LinkSpec(a, b, a_intf=f"{a}-eth{i + 1}", b_intf=f"{b}-eth{i + 1}"))
+    t.add_link(LinkSpec("h1", "s1", a_intf="h1-eth0", b_intf="s1-eth9"))
+    net = _SpecNet(t)
+    prog = _Prog()
+    dp = BpfDatapath("t", lambda *a, **k: None, lambda *a, **k: None, prog)  # type: ignore[arg-type]
+    sws = {n: Switch(net, t.nodes[n]) for n in ("s1", "s2", "s3")}  # type: ignore[arg-type]
+    for s in sws.values():
+        s._nl = object()  # type: ignore[assignment]
+        dp.add_switch(s)
+    intfs = {}
+    index = 10
+    for link in t.links:
+        for node, name in ((link.a, link.a_intf), (link.b, link.b_intf)):
+            if node in sws and name:
+                index += 1
+                intfs[name] = Interface(sws[node], name, index, index)
+                dp.add_port(sws[node], intfs[name])
+
+    def fwd(name: str) -> bool:
+        return prog.ports[intfs[name].index][2]
+
+    # Before the tree: every port between STP switches blocked, the host's open.
+    assert not any(fwd(n) for n in intfs if n != "s1-eth9") and fwd("s1-eth9")
+    assert dp.forwarding(sws["s1"])
+    # Root s1: its links to s2 and s3 are the tree; s2-s3 is blocked at both ends.
+    assert fwd("s1-eth1") and fwd("s2-eth1") and fwd("s3-eth3") and fwd("s1-eth3")
+    assert not fwd("s2-eth2") and not fwd("s3-eth2")
+    gens = dict(prog.gens)
+    dp.set_port_up(sws["s1"], intfs["s1-eth1"], False)  # s1-s2 fails: s2 via s3 now
+    assert fwd("s2-eth2") and fwd("s3-eth2") and not fwd("s1-eth1") and not fwd("s2-eth1")
+    # The tree changed: every STP switch forgets what it learnt (a new generation).
+    assert all(prog.gens[sw] == gens[sw] + 1 for sw in (1, 2, 3))
+    dp.set_port_up(sws["s1"], intfs["s1-eth1"], True)  # back: the first tree again
+    assert fwd("s1-eth1") and not fwd("s2-eth2")

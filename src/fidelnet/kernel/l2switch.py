@@ -57,6 +57,7 @@ COUNTERS = (
     "not_a_port",
     "runt",
     "no_port",
+    "port_blocked",
 )
 """The program's counters, in the order of its ``enum counter``."""
 
@@ -178,11 +179,13 @@ class SwitchProgram:
         except OSError as exc:
             raise KernelError(f"bpf switch: updating {name}: {exc}") from exc
 
-    def set_switch(self, sw: int, slots: int, up: bool) -> None:
-        """Switch ``sw``: how many flood slots it has, and whether it forwards."""
+    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0) -> None:
+        """Switch ``sw``: how many flood slots it has, whether it forwards, and its
+        generation (a new one forgets every address it learnt)."""
         if not 0 < sw < MAX_SWITCHES or slots > MAX_SLOTS:
             raise KernelError(f"bpf switch: switch {sw} with {slots} ports is out of range")
-        self._update("sw_state", struct.pack("<I", sw), struct.pack("<II", slots, int(up)))
+        value = struct.pack("<IIII", slots, int(up), gen & 0xFFFFFFFF, 0)
+        self._update("sw_state", struct.pack("<I", sw), value)
 
     def set_port(self, ifindex: int, sw: int, slot: int, up: bool) -> None:
         """Port ``ifindex`` is slot ``slot`` of switch ``sw``; up: it receives frames."""

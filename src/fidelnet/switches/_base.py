@@ -56,10 +56,11 @@ class Datapath(Protocol):
 
 def choose(spec: NodeSpec, topo: TopologySpec, missing_bpf: Callable[[], str | None]) -> str:
     """The datapath a switch runs on: ``bridge`` or ``bpf``. ``missing_bpf`` tells
-    why the BPF switch cannot run here (None: it can). STP is the kernel bridge's
-    (validation refuses ``bpf`` with STP)."""
+    why the BPF switch cannot run here (None: it can). With ``stp``, a bridge runs
+    the kernel's STP and the BPF switch a spanning tree computed from the topology
+    (:mod:`fidelnet.switches.tree`)."""
     requested = spec.datapath or topo.datapath
-    if spec.stp or requested == "bridge":
+    if requested == "bridge":
         return "bridge"
     why = missing_bpf()
     if requested == "bpf":

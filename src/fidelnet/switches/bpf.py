@@ -3,18 +3,24 @@
 
 A switch is a number (1, 2, ... in the order switches are added) and a list of flood
 slots, one per port in the order ports are added; a port taken down keeps its slot,
-empty until it comes up again. What the program does with a frame is documented in
-its source; how it compares with a Linux bridge in docs/switches.md.
+empty until it comes up again. Switches with ``stp`` get a spanning tree computed
+from the topology (:mod:`fidelnet.switches.tree`): their ports on links to other STP
+switches start blocked, as STP ports start listening, and forward once the tree is
+computed (when the network waits for its switches to forward), and again each time a
+link goes down or up. What the program does with a frame is documented in its
+source; how it compares with a Linux bridge in docs/switches.md.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError
 from fidelnet.kernel import l2switch
 from fidelnet.kernel.state import STATE_DIR
+from fidelnet.switches.tree import Edge, spanning_tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,6 +29,16 @@ if TYPE_CHECKING:
     from fidelnet.nodes.node import Switch
 
 __all__ = ["BpfDatapath"]
+
+
+@dataclass
+class _Port:
+    switch: str
+    sw: int
+    slot: int
+    up: bool = True  # administratively (the interface)
+    link: int | None = None  # index in the spec's links, on a link between STP switches
+    forwarding: bool = True  # what the maps say
 
 
 class BpfDatapath:
@@ -44,6 +60,12 @@ class BpfDatapath:
         self._ids: dict[str, int] = {}
         self._slots: dict[str, dict[int, int]] = {}  # switch -> port ifindex -> slot
         self._up: dict[str, bool] = {}
+        self._ports: dict[int, _Port] = {}  # by interface index
+        self._stp: set[str] = set()  # switches with a computed spanning tree
+        self._ends: dict[tuple[str, str], tuple[int, str]] = {}  # (node, intf): (link, peer)
+        self._indexed = 0  # links of the spec already in _ends
+        self._tree_dirty = False
+        self._gen: dict[str, int] = {}  # switch -> generation of its address table
 
     def program(self) -> l2switch.SwitchProgram:
         """The switch program, loaded on first use."""
@@ -66,6 +88,9 @@ class BpfDatapath:
         self._ids[switch.name] = sw
         self._slots[switch.name] = {}
         self._up[switch.name] = True
+        if switch.spec.stp:
+            self._stp.add(switch.name)
+        self._gen[switch.name] = 0
         self.program().set_switch(sw, 0, up=True)
 
     def port_attrs(self, switch: Switch) -> dict[str, Any]:
@@ -75,30 +100,97 @@ class BpfDatapath:
     def add_port(self, switch: Switch, intf: Interface) -> None:
         prog = self.program()
         sw, slots = self._ids[switch.name], self._slots[switch.name]
-        slot = len(slots)
+        port = _Port(switch.name, sw, len(slots))
+        if switch.name in self._stp:
+            link, peer = self._link_of(switch, intf.name)
+            if link is not None and peer in self._stp:
+                # A link between two STP switches: blocked until the tree says otherwise.
+                port.link, port.forwarding = link, False
+                self._tree_dirty = True
         # Known to the maps before the filter sees its first frame.
-        prog.set_port(intf.index, sw, slot, up=True)
-        slots[intf.index] = slot
-        prog.set_switch(sw, len(slots), self._up[switch.name])
+        prog.set_port(intf.index, sw, port.slot, port.forwarding)
+        slots[intf.index] = port.slot
+        self._ports[intf.index] = port
+        prog.set_switch(sw, len(slots), self._up[switch.name], self._gen[switch.name])
         prog.attach(switch.netlink(), intf.index)
+
+    def _link_of(self, switch: Switch, intf: str) -> tuple[int | None, str | None]:
+        """The spec's link that ``intf`` of ``switch`` ends, and the node at its other end."""
+        links = switch.net.spec.links
+        for i in range(self._indexed, len(links)):
+            lk = links[i]
+            if lk.a_intf and lk.b_intf:
+                self._ends[(lk.a, lk.a_intf)] = (i, lk.b)
+                self._ends[(lk.b, lk.b_intf)] = (i, lk.a)
+        self._indexed = len(links)
+        found = self._ends.get((switch.name, intf))
+        return found if found is not None else (None, None)
 
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         slot = self._slots.get(switch.name, {}).pop(intf.index, None)
+        port = self._ports.pop(intf.index, None)
         if slot is not None:
             self.program().remove_port(intf.index, self._ids[switch.name], slot)
+        if port is not None and port.link is not None:
+            self._compute_tree()
 
     def set_port_up(self, switch: Switch, intf: Interface, up: bool) -> None:
-        slot = self._slots.get(switch.name, {}).get(intf.index)
-        if slot is not None:
-            self.program().set_port(intf.index, self._ids[switch.name], slot, up)
+        port = self._ports.get(intf.index)
+        if port is None:
+            return
+        port.up = up
+        if port.link is not None:
+            self._compute_tree()  # the tree changes at once: no STP timers to wait for
+            return
+        port.forwarding = up
+        self.program().set_port(intf.index, port.sw, port.slot, up)
+
+    def _compute_tree(self) -> None:
+        """Block every port between STP switches that is not on the spanning tree of
+        the links whose both ends are up; let the tree's ports forward."""
+        ends: dict[int, list[int]] = {}
+        for index, port in self._ports.items():
+            if port.link is not None:
+                ends.setdefault(port.link, []).append(index)
+        edges = []
+        for link, idx in ends.items():
+            if len(idx) == 2 and all(self._ports[i].up for i in idx):
+                a, b = (self._ports[i].sw for i in idx)
+                edges.append(Edge(a, b, link))
+        tree = spanning_tree((self._ids[n] for n in self._stp), edges)
+        prog = self.program()
+        changed = False
+        for index, port in self._ports.items():
+            if port.link is None:
+                continue
+            forwarding = port.up and port.link in tree
+            if forwarding != port.forwarding:
+                port.forwarding = forwarding
+                prog.set_port(index, port.sw, port.slot, forwarding)
+                changed = True
+        self._tree_dirty = False
+        if changed:
+            # As STP's topology change does: forget what was learnt on the old tree,
+            # or frames keep following it into ports that no longer lead anywhere.
+            for name in self._stp:
+                self._gen[name] += 1
+                self._write_switch(name)
+
+    def _write_switch(self, name: str) -> None:
+        self.program().set_switch(
+            self._ids[name], len(self._slots[name]), self._up[name], self._gen[name]
+        )
 
     def set_switch_up(self, switch: Switch, up: bool) -> None:
         self._up[switch.name] = up
-        self.program().set_switch(self._ids[switch.name], len(self._slots[switch.name]), up)
+        self._write_switch(switch.name)
 
     def forwarding(self, switch: Switch) -> bool:
-        del switch
-        return True  # no STP: a port forwards as soon as it exists
+        """True: a switch without STP forwards as soon as a port exists; one with STP
+        once its tree is computed, which is done here when ports were added since."""
+        if switch.name in self._stp and self._tree_dirty:
+            self._compute_tree()
+        return True
 
     def stats(self, switch: Switch) -> dict[str, Any]:
         """The switch's number, ports and learnt addresses, and the program's counters
@@ -111,7 +203,13 @@ class BpfDatapath:
             "datapath": self.kind,
             "switch_id": sw,
             "up": self._up[switch.name],
+            "stp": "computed tree" if switch.name in self._stp else False,
             "ports": [names.get(ix, str(ix)) for ix in self._slots[switch.name]],
+            "blocked": [
+                names.get(ix, str(ix))
+                for ix in self._slots[switch.name]
+                if ix in self._ports and self._ports[ix].up and not self._ports[ix].forwarding
+            ],  # by the spanning tree (a port that is down is not listed)
             "fdb": fdb,
             "counters_all_switches": prog.stats(),
         }

@@ -205,14 +205,6 @@ def _check_datapath(spec: TopologySpec) -> Problems:
             yield ValidationError(
                 where, f"only switches have a datapath, and {name} is a {node.kind}", node.datapath
             )
-        elif node.stp and node.datapath == "bpf":
-            yield ValidationError(
-                where,
-                "STP runs on the Linux bridge datapath only (datapath: bridge, or auto, "
-                "which takes the bridge for STP switches)",
-                node.datapath,
-                ["auto", "bridge"],
-            )
 
 
 def _check_ip_base(spec: TopologySpec) -> Problems:
