@@ -293,13 +293,7 @@ def load(pins: str, record: Callable[[], None], gone: Callable[[], None]) -> Swi
                 os.close(fd)
         raise
     finally:
-        for name in _MAPS:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(map_dir, name))
-        with contextlib.suppress(OSError):
-            os.rmdir(map_dir)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(prog_pin)
+        xdp.drop_pins(prog_pin, map_dir, _MAPS)
         xdp.umount_bpffs(pins)
         gone()
     return SwitchProgram(prog_fd, fds)

@@ -34,6 +34,7 @@ __all__ = [
     "FastPathError",
     "Run",
     "attach",
+    "drop_pins",
     "find_object",
     "mount_bpffs",
     "remove_port",
@@ -168,14 +169,21 @@ def attach(
                 f"{node}: attaching to {ifname} (native XDP)",
             )
     finally:
-        if not keep_pins:
-            for name in ("fastpath_ports", "fastpath_stats"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(maps, name))
-            with contextlib.suppress(OSError):
-                os.rmdir(maps)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(prog)
+        drop_pins(prog, maps if not keep_pins else None, ("fastpath_ports", "fastpath_stats"))
+
+
+def drop_pins(prog: str, maps: str | None, names: Sequence[str]) -> None:
+    """Remove a program's pin, and unless ``maps`` is None its maps' pins (``names``)
+    and their directory; whatever is missing is skipped. The objects live on while an
+    attachment or a descriptor holds them."""
+    if maps is not None:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(maps, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(maps)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(prog)
 
 
 def remove_port(run: Run, maps: str, ifname: str) -> None:
