@@ -48,7 +48,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src" / "fidelnet" / "bench"))
 import _benchlib as bl
+import peer_limits
 
 try:
     from mininet.log import setLogLevel
@@ -241,6 +243,8 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
     # build then includes waiting for it to converge, as fidelnet's start() does.
     stp = spec.split(",")[0] in ("torus", "fattree")
     switch = partial(LinuxBridge, stp=True) if stp else LinuxBridge
+    # Mininet raises machine-wide sysctls (fixLimits) and never lowers them again.
+    saved_limits = peer_limits.snapshot()
     net = Mininet(topo=topo, switch=switch, controller=None, build=False)
     result["nodes"] = len(topo.nodes())
     result["hosts"] = len(topo.hosts())
@@ -266,6 +270,7 @@ def run(spec: str, settle: float, check: bool = False) -> dict[str, Any]:
     finally:
         t0 = time.perf_counter()
         net.stop()
+        result["sysctls_restored"] = peer_limits.restore(saved_limits)
         if started:
             result["teardown_s"] = time.perf_counter() - t0
             # The kernel frees the hosts' namespaces after stop() returns; measured as

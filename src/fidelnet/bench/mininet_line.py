@@ -11,6 +11,11 @@ every node gets a static route to every subnet it is not on. Then it prints one
 JSON line ``{"nodes": {name: pid}, "mininet": version}`` on stdout and waits for
 stdin to close, then stops the network and prints ``{"stopped": true}``.
 
+Mininet's ``fixLimits()`` raises machine-wide sysctls (TCP buffers, the input
+backlog, neighbour limits); they are put back right after the build
+(:mod:`peer_limits`), so the line is measured under the machine's own settings, as
+fidelnet's is, and nothing outlives the script.
+
 Cleanup never uses ``mn -c`` (which kills processes and deletes interfaces by
 name pattern, other people's included): ``net.stop()`` removes what this network
 made, and the script checks that none of its node processes survive.
@@ -21,7 +26,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fidelnet.bench import peer_limits
+else:  # the system Python runs this file without fidelnet: its helper is beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import peer_limits
 
 try:
     from mininet.log import setLogLevel
@@ -83,13 +95,21 @@ def main() -> int:
         print("usage: mininet_line.py N   (2 <= N <= 64 routers)", file=sys.stderr)
         return 2
     setLogLevel("error")
-    net = build(int(sys.argv[1]))
+    saved = peer_limits.snapshot()
+    try:
+        net = build(int(sys.argv[1]))
+    finally:
+        # Mininet raised TCP buffers, the input backlog and more for the whole machine
+        # (fixLimits): put them back before anything is measured, so both sides run
+        # under the machine's own settings, and nothing outlives this script.
+        peer_limits.restore(saved)
     pids = {h.name: h.pid for h in net.hosts}
     try:
         print(json.dumps({"nodes": pids, "mininet": VERSION}), flush=True)
         sys.stdin.read()  # until the caller closes our stdin
     finally:
         net.stop()
+        peer_limits.restore(saved)
         alive = [p for p in pids.values() if os.path.exists(f"/proc/{p}")]
         print(json.dumps({"stopped": True, "alive": alive}), flush=True)
     return 0
