@@ -16,12 +16,31 @@
  *  - forgets an address not seen for 300 s (the bridge's ageing time),
  *  - neither takes nor sends frames on a port that is down or blocked: a
  *    switch with `stp` gets a spanning tree computed by fidelnet from the
- *    topology (fidelnet.switches.tree), which blocks the other ports.
+ *    topology (fidelnet.switches.tree), which blocks the other ports,
+ *  - snoops MLD (switches with snooping on, the default): IPv6 multicast
+ *    other than to ff02::1 goes out of an edge port (one whose link does not
+ *    lead to another switch) only when a node behind it reported listening to
+ *    the group, or a multicast router is there (it sent an MLD query or a
+ *    PIM message); MLD reports go to trunk and router ports only. Ports to
+ *    other switches ("trunks") get all of it, so snooping never depends on
+ *    the tree. See "MLD snooping" below for why no querier is needed here.
  *
  * Why not a Linux bridge per switch: deleting a bridge costs the kernel one
  * rcu_barrier() (br_multicast_dev_del), 16-22 ms on a 2-vCPU VM with the RTNL
  * lock held, so tearing down 5,000 switches kept the machine's networking
  * blocked for over a minute. This program and its maps go with the last port.
+ *
+ * MLD snooping. A snooping switch normally relies on a querier to learn
+ * who listens, and floods unregistered groups because what it learnt may be
+ * incomplete. Here every edge port is in the maps before its link can carry
+ * a frame (fidelnet adds the port, then brings the switch's end up), and a
+ * node sends unsolicited reports whenever it joins a group and again when
+ * its link's carrier returns; so what is learnt on an edge port is complete
+ * and a group nobody reported there is not sent there. Memberships are kept
+ * per (switch, port, group) with the port's generation, which changes each
+ * time the port comes up: what was learnt before is then forgotten. Reports
+ * are learnt even while the switch is stopped (frames are still dropped).
+ * IPv4 multicast (IGMP) is not snooped: it is flooded.
  *
  * Maps (filled from user space, fidelnet.kernel.l2switch):
  *   sw_ports:  port ifindex -> its switch, its slot in the flood list, forwarding
@@ -30,17 +49,34 @@
  *              changed, as STP's topology change flushes a bridge's table)
  *   sw_flood:  (switch, slot) -> port ifindex (0: a port that is down or gone)
  *   sw_fdb:    (switch, MAC) -> port ifindex, last seen (LRU)
+ *   sw_mdb:    (switch, port ifindex, IPv6 group) -> port generation (LRU)
+ *   sw_mrouter: port ifindex -> port generation, last query or PIM seen
  *   sw_stats:  per-CPU counters, enum counter below
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <linux/in6.h>
+#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #define MAX_SWITCHES 65536
 #define MAX_SLOTS 65536
 #define AGEING_NS (300ULL * 1000000000ULL)
 #define REFRESH_NS (1000000000ULL)
+#define MROUTER_NS (255ULL * 1000000000ULL) /* as a bridge's multicast_router_timeout */
+#define MAX_RECORDS 64 /* MLDv2 records read from one report */
+
+#define SW_SNOOP 1 /* struct sw flags: snoop MLD */
+#define PORT_TRUNK 1 /* struct port flags: the link leads to another switch */
+
+/* What to do with a multicast frame (flood_ctx.mode). */
+enum mode {
+	FLOOD_ALL = 0,	/* every other port */
+	TO_ROUTERS,	/* trunk and router ports: an MLD report or done */
+	TO_MEMBERS,	/* trunk, router and member ports of the group */
+};
 
 enum counter {
 	FORWARDED = 0,	/* sent out of the one port its address was learnt on */
@@ -54,6 +90,10 @@ enum counter {
 	RUNT,		/* shorter than an Ethernet header */
 	NO_PORT,	/* flooded on a switch with no other port up */
 	PORT_BLOCKED,	/* arrived on a port that is down or blocked (spanning tree) */
+	SNOOPED,	/* IPv6 multicast sent to members, trunks and routers only */
+	PRUNED,		/* IPv6 multicast no other port wanted: not sent */
+	MLD_JOINED,	/* group memberships learnt from MLD reports */
+	MLD_LEFT,	/* group memberships ended by MLD reports or dones */
 	COUNTERS,
 };
 
@@ -61,6 +101,8 @@ struct port {
 	__u32 sw;
 	__u32 slot;
 	__u32 up;
+	__u32 flags;	/* PORT_TRUNK */
+	__u32 gen;	/* changes each time the port comes up (MLD memberships) */
 	__u32 pad;
 };
 
@@ -68,7 +110,19 @@ struct sw {
 	__u32 slots;
 	__u32 up;
 	__u32 gen;	/* addresses learnt under another generation are forgotten */
+	__u32 flags;	/* SW_SNOOP */
+};
+
+struct mdb_key {
+	__u32 sw;
+	__u32 ifindex;
+	struct in6_addr group;
+};
+
+struct mark {
+	__u32 gen;
 	__u32 pad;
+	__u64 seen;
 };
 
 struct fdb_key {
@@ -119,6 +173,20 @@ struct {
 } sw_fdb SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct mdb_key);
+	__type(value, struct mark);
+} sw_mdb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct mark);
+} sw_mrouter SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTERS);
 	__type(key, __u32);
@@ -139,7 +207,39 @@ struct flood_ctx {
 	__u32 in;
 	__u32 pending; /* a port found, not yet sent to */
 	__u32 copies;
+	__u32 mode;	/* enum mode */
+	__u64 now;
+	struct in6_addr group; /* TO_MEMBERS */
 };
+
+/* A multicast router was seen behind this port lately. */
+static __always_inline int is_mrouter(__u32 ifindex, __u32 gen, __u64 now)
+{
+	struct mark *m = bpf_map_lookup_elem(&sw_mrouter, &ifindex);
+
+	return m && m->gen == gen && now - m->seen < MROUTER_NS;
+}
+
+/* Whether a frame of mode c->mode goes out of port `out`. */
+static __always_inline int wanted(struct flood_ctx *c, __u32 out)
+{
+	struct port *p;
+	struct mdb_key k = { .sw = c->sw, .ifindex = out };
+	struct mark *m;
+
+	if (c->mode == FLOOD_ALL)
+		return 1;
+	p = bpf_map_lookup_elem(&sw_ports, &out);
+	if (!p)
+		return 0;
+	if ((p->flags & PORT_TRUNK) || is_mrouter(out, p->gen, c->now))
+		return 1;
+	if (c->mode != TO_MEMBERS)
+		return 0;
+	__builtin_memcpy(&k.group, &c->group, sizeof(k.group));
+	m = bpf_map_lookup_elem(&sw_mdb, &k);
+	return m && m->gen == p->gen;
+}
 
 static long flood_slot(__u32 i, void *data)
 {
@@ -148,6 +248,8 @@ static long flood_slot(__u32 i, void *data)
 	__u32 *out = bpf_map_lookup_elem(&sw_flood, &k);
 
 	if (!out || *out == 0 || *out == c->in)
+		return 0;
+	if (!wanted(c, *out))
 		return 0;
 	if (c->pending) {
 		/* A copy for the port found before; the original goes to the last. */
@@ -158,6 +260,117 @@ static long flood_slot(__u32 i, void *data)
 	return 0;
 }
 
+/* One listener more or less for `group` behind port `in` (its generation `gen`). */
+static __always_inline void membership(__u32 sw, __u32 in, __u32 gen, struct in6_addr *group,
+				       int join, __u64 now)
+{
+	struct mdb_key k = { .sw = sw, .ifindex = in };
+	struct mark m = { .gen = gen, .seen = now };
+
+	__builtin_memcpy(&k.group, group, sizeof(k.group));
+	if (join) {
+		bpf_map_update_elem(&sw_mdb, &k, &m, BPF_ANY);
+		count(MLD_JOINED, 1);
+	} else if (bpf_map_delete_elem(&sw_mdb, &k) == 0) {
+		count(MLD_LEFT, 1);
+	}
+}
+
+struct mld2_ctx {
+	struct __sk_buff *skb;
+	__u32 off;	/* the next record */
+	__u32 sw;
+	__u32 in;
+	__u32 gen;
+	__u64 now;
+};
+
+struct mld2_record {
+	__u8 type;
+	__u8 auxlen;	/* 32-bit words */
+	__be16 nsrc;
+	struct in6_addr group;
+};
+
+static long mld2_record(__u32 i, void *data)
+{
+	struct mld2_ctx *c = data;
+	struct mld2_record r;
+	__u32 nsrc;
+
+	if (bpf_skb_load_bytes(c->skb, c->off, &r, sizeof(r)) < 0)
+		return 1;
+	nsrc = bpf_ntohs(r.nsrc);
+	/* IS_INCLUDE or TO_INCLUDE with no source: nobody left listening. Any other
+	 * record (EXCLUDE modes, ALLOW, INCLUDE with sources) means listening; BLOCK
+	 * only prunes sources, which this switch does not track. */
+	if (r.type == 1 || r.type == 3)
+		membership(c->sw, c->in, c->gen, &r.group, nsrc != 0, c->now);
+	else if (r.type == 2 || r.type == 4 || r.type == 5)
+		membership(c->sw, c->in, c->gen, &r.group, 1, c->now);
+	c->off += sizeof(r) + nsrc * 16 + r.auxlen * 4;
+	return 0;
+}
+
+/*
+ * An IPv6 frame to a multicast MAC: learn from it if it is MLD, and say where
+ * it goes (enum mode; the group for TO_MEMBERS in c->group).
+ */
+static __always_inline __u32 mld_snoop(struct __sk_buff *skb, struct ipv6hdr *ip6, __u32 sw,
+				       struct port *p, struct flood_ctx *c)
+{
+	__u32 off = sizeof(struct ethhdr) + sizeof(*ip6);
+	__u8 next = ip6->nexthdr;
+	__u8 hop[2], type;
+	struct in6_addr group;
+	struct mark router = { .gen = p->gen, .seen = c->now };
+
+	__builtin_memcpy(&c->group, &ip6->daddr, sizeof(c->group));
+	if (c->group.in6_u.u6_addr32[0] == bpf_htonl(0xff020000) &&
+	    c->group.in6_u.u6_addr32[1] == 0 && c->group.in6_u.u6_addr32[2] == 0 &&
+	    c->group.in6_u.u6_addr32[3] == bpf_htonl(1))
+		return FLOOD_ALL; /* all nodes: never snooped (RFC 4541) */
+	if (next == 0) { /* hop-by-hop options, as MLD carries its router alert */
+		if (bpf_skb_load_bytes(skb, off, hop, 2) < 0)
+			return TO_MEMBERS;
+		next = hop[0];
+		off += (hop[1] + 1) * 8;
+	}
+	if (next == 103) { /* PIM: a multicast router is behind this port */
+		bpf_map_update_elem(&sw_mrouter, &c->in, &router, BPF_ANY);
+		return FLOOD_ALL;
+	}
+	if (next != 58 || bpf_skb_load_bytes(skb, off, &type, 1) < 0)
+		return TO_MEMBERS;
+	if (p->flags & PORT_TRUNK)
+		return type == 130 ? FLOOD_ALL : type == 131 || type == 132 || type == 143 ?
+			TO_ROUTERS : TO_MEMBERS; /* learnt at the edge only */
+	switch (type) {
+	case 130: /* query: a querier (a multicast router) is behind this port */
+		bpf_map_update_elem(&sw_mrouter, &c->in, &router, BPF_ANY);
+		return FLOOD_ALL;
+	case 131: /* MLDv1 report */
+	case 132: /* MLDv1 done */
+		if (bpf_skb_load_bytes(skb, off + 8, &group, sizeof(group)) == 0)
+			membership(sw, c->in, p->gen, &group, type == 131, c->now);
+		return TO_ROUTERS;
+	case 143: { /* MLDv2 report */
+		__be16 nrec;
+		struct mld2_ctx m = {
+			.skb = skb, .off = off + 8, .sw = sw, .in = c->in, .gen = p->gen,
+			.now = c->now,
+		};
+
+		if (bpf_skb_load_bytes(skb, off + 6, &nrec, 2) == 0)
+			bpf_loop(bpf_ntohs(nrec) < MAX_RECORDS ? bpf_ntohs(nrec) : MAX_RECORDS,
+				 mld2_record, &m, 0);
+		return TO_ROUTERS;
+	}
+	default:
+		return TO_MEMBERS;
+	}
+}
+
 SEC("tc")
 int l2switch(struct __sk_buff *skb)
 {
@@ -166,6 +379,7 @@ int l2switch(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	__u32 in = skb->ifindex;
 	struct fdb_key src = {}, dst = {};
+	struct flood_ctx c = {};
 	struct fdb_val *v;
 	struct port *p;
 	struct sw *s;
@@ -188,7 +402,23 @@ int l2switch(struct __sk_buff *skb)
 	__builtin_memcpy(dst.mac, eth->h_dest, ETH_ALEN);
 	src.sw = dst.sw = p->sw;
 	s = bpf_map_lookup_elem(&sw_state, &src.sw);
-	if (!s || !s->up) {
+	if (!s) {
+		count(SWITCH_DOWN, 1);
+		return TC_ACT_SHOT;
+	}
+	now = bpf_ktime_get_ns();
+	c.skb = skb;
+	c.sw = src.sw;
+	c.in = in;
+	c.now = now;
+	if ((s->flags & SW_SNOOP) && dst.mac[0] == 0x33 && dst.mac[1] == 0x33 &&
+	    eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) <= end)
+			c.mode = mld_snoop(skb, ip6, src.sw, p, &c);
+	}
+	if (!s->up) {
 		count(SWITCH_DOWN, 1);
 		return TC_ACT_SHOT;
 	}
@@ -198,7 +428,6 @@ int l2switch(struct __sk_buff *skb)
 		count(LINK_LOCAL, 1);
 		return TC_ACT_SHOT;
 	}
-	now = bpf_ktime_get_ns();
 	if (!(src.mac[0] & 1)) {
 		v = bpf_map_lookup_elem(&sw_fdb, &src);
 		if (!v || v->ifindex != in || v->gen != s->gen ||
@@ -225,17 +454,16 @@ int l2switch(struct __sk_buff *skb)
 			/* Learnt on a port that is down now: flood, as a miss. */
 		}
 	}
-	struct flood_ctx c = { .skb = skb, .sw = src.sw, .in = in };
 	__u32 slots = s->slots;
 
 	if (slots > MAX_SLOTS)
 		slots = MAX_SLOTS;
 	bpf_loop(slots, flood_slot, &c, 0);
 	if (!c.pending) {
-		count(NO_PORT, 1);
+		count(c.mode == FLOOD_ALL ? NO_PORT : PRUNED, 1);
 		return TC_ACT_SHOT;
 	}
-	count(FLOODED, 1);
+	count(c.mode == FLOOD_ALL ? FLOODED : SNOOPED, 1);
 	count(FLOOD_COPIES, c.copies + 1);
 	return bpf_redirect(c.pending, 0);
 }

@@ -134,12 +134,13 @@ def setup_end(node: Node, intf: Interface, mac: str | None, ip: str | None, mark
         mac = node.spec.mac
     if mac:
         attrs["address"] = mac
-    if isinstance(node, Switch):
-        attrs.update(node.forwards_by().port_attrs(node))
-    node.netlink().set_link(intf.index, **attrs)
     node.add_intf(intf)
     if isinstance(node, Switch):
+        attrs.update(node.forwards_by().port_attrs(node))
+        # A port before it comes up: the datapath sees the first frame its link
+        # carries, the MLD reports a node sends once it has carrier included.
         node.forwards_by().add_port(node, intf)
+    node.netlink().set_link(intf.index, **attrs)
     if ip is None and first and node.kind != "switch" and node.spec.ip:
         ip = node.spec.ip
     if ip:

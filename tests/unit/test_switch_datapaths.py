@@ -89,6 +89,8 @@ def test_scenario_datapath_fields() -> None:
 
 class _Net:
     run_id = "t"
+    nodes: dict[str, object] = {}
+    spec = TopologySpec()
 
 
 def test_a_switch_tells_its_datapath_about_its_ports() -> None:
@@ -124,13 +126,21 @@ class _Prog:
         self.removed: list[int] = []
         self.attached: list[int] = []
         self.gens: dict[int, int] = {}
+        self.snoop: dict[int, bool] = {}
+        self.trunks: dict[int, bool] = {}
+        self.port_gens: dict[int, int] = {}
 
-    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0) -> None:
+    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True) -> None:
         self.switches[sw] = (slots, up)
         self.gens[sw] = gen
+        self.snoop[sw] = snoop
 
-    def set_port(self, ifindex: int, sw: int, slot: int, up: bool) -> None:
+    def set_port(
+        self, ifindex: int, sw: int, slot: int, up: bool, trunk: bool = False, gen: int = 0
+    ) -> None:
         self.ports[ifindex] = (sw, slot, up)
+        self.trunks[ifindex] = trunk
+        self.port_gens[ifindex] = gen
 
     def remove_port(self, ifindex: int, sw: int, slot: int) -> None:
         self.removed.append(ifindex)
@@ -146,7 +156,7 @@ def test_bpf_datapath_numbers_switches_and_slots_and_follows_ports() -> None:
     prog = _Prog()
     dp = BpfDatapath("t", lambda *a, **k: None, lambda *a, **k: None, prog)  # type: ignore[arg-type]
     s1 = Switch(_Net(), NodeSpec("s1", kind="switch"))  # type: ignore[arg-type]
-    s2 = Switch(_Net(), NodeSpec("s2", kind="switch"))  # type: ignore[arg-type]
+    s2 = Switch(_Net(), NodeSpec("s2", kind="switch", mld_snooping=False))  # type: ignore[arg-type]
     for s in (s1, s2):
         s._nl = object()  # type: ignore[assignment]
         dp.add_switch(s)
@@ -161,8 +171,14 @@ def test_bpf_datapath_numbers_switches_and_slots_and_follows_ports() -> None:
     assert prog.switches == {1: (2, True), 2: (1, True)}
     assert prog.ports == {11: (1, 0, True), 12: (1, 1, True), 21: (2, 0, True)}
     assert prog.attached == [11, 12, 21]  # after the maps know the port
+    assert prog.snoop == {1: True, 2: False}
+    assert len(set(prog.port_gens.values())) == 3  # every port its own generation
     dp.set_port_up(s1, a, False)
     assert prog.ports[11] == (1, 0, False)
+    down_gen = prog.port_gens[11]
+    dp.set_port_up(s1, a, True)  # up again: what was learnt on it is forgotten
+    assert prog.ports[11] == (1, 0, True) and prog.port_gens[11] > down_gen
+    assert prog.port_gens[11] > max(prog.port_gens[i] for i in (12, 21))
     dp.set_switch_up(s1, False)
     assert prog.switches[1] == (2, False)
     dp.remove_port(s1, b)
@@ -207,6 +223,12 @@ class _SpecNet:
     def __init__(self, spec: TopologySpec) -> None:
         self.spec = spec
         self.run_id = "t"
+        self.nodes = {n: _Kind(s.kind) for n, s in spec.nodes.items()}
+
+
+class _Kind:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
 
 
 def test_bpf_datapath_blocks_the_ports_off_its_computed_tree_and_follows_failures() -> None:
@@ -231,17 +253,19 @@ def test_bpf_datapath_blocks_the_ports_off_its_computed_tree_and_follows_failure
     intfs = {}
     index = 10
     for link in t.links:
-        for node, name in ((link.a, link.a_intf), (link.b, link.b_intf)):
-            if node in sws and name:
+        for node, ifname in ((link.a, link.a_intf), (link.b, link.b_intf)):
+            if node in sws and ifname:
                 index += 1
-                intfs[name] = Interface(sws[node], name, index, index)
-                dp.add_port(sws[node], intfs[name])
+                intfs[ifname] = Interface(sws[node], ifname, index, index)
+                dp.add_port(sws[node], intfs[ifname])
 
     def fwd(name: str) -> bool:
         return prog.ports[intfs[name].index][2]
 
     # Before the tree: every port between STP switches blocked, the host's open.
     assert not any(fwd(n) for n in intfs if n != "s1-eth9") and fwd("s1-eth9")
+    # Ports to other switches are trunks (all multicast goes there), the host's is not.
+    assert all(prog.trunks[i.index] == (n != "s1-eth9") for n, i in intfs.items())
     assert dp.forwarding(sws["s1"])
     # Root s1: its links to s2 and s3 are the tree; s2-s3 is blocked at both ends.
     assert fwd("s1-eth1") and fwd("s2-eth1") and fwd("s3-eth3") and fwd("s1-eth3")

@@ -29,10 +29,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pyroute2.netlink.exceptions import NetlinkError
-
 from fidelnet.errors import KernelError, UnsupportedError
-from fidelnet.kernel import bpf, xdp
+from fidelnet.kernel import bpf, rtnl, xdp
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = [
@@ -58,6 +56,10 @@ COUNTERS = (
     "runt",
     "no_port",
     "port_blocked",
+    "snooped",
+    "pruned",
+    "mld_joined",
+    "mld_left",
 )
 """The program's counters, in the order of its ``enum counter``."""
 
@@ -67,9 +69,11 @@ redirect (priority 1) and its loss filter (2)."""
 
 MAX_SWITCHES = 65536
 MAX_SLOTS = 65536
-_MAPS = ("sw_ports", "sw_state", "sw_flood", "sw_fdb", "sw_stats")
+_MAPS = ("sw_ports", "sw_state", "sw_flood", "sw_fdb", "sw_mdb", "sw_mrouter", "sw_stats")
 _BPF_MAP_LOOKUP_ELEM, _BPF_MAP_UPDATE_ELEM, _BPF_MAP_DELETE_ELEM = 1, 2, 3
 _BPF_MAP_GET_NEXT_KEY, _BPF_OBJ_GET = 4, 7
+_SW_SNOOP = 1
+_PORT_TRUNK = 1
 _CLSACT = 0xFFFF0000
 _INGRESS = 0xFFFFFFF2  # TC_H_CLSACT | TC_H_MIN_INGRESS
 _ETH_P_ALL = 0x0003
@@ -150,26 +154,20 @@ class SwitchProgram:
 
     def attach(self, nl: Netlink, index: int) -> None:
         """The switch filter on interface ``index``'s ingress (clsact added if missing)."""
-        try:
-            nl.ipr.tc("add", "clsact", index, _CLSACT)
-        except NetlinkError as exc:
-            if exc.code != errno.EEXIST:
-                raise KernelError(f"tc clsact on switch port {index}: {exc}") from exc
-        try:
-            nl.ipr.tc(
-                "add-filter",
-                "bpf",
-                index,
-                handle=1,
-                parent=_INGRESS,
-                protocol=_ETH_P_ALL,
-                prio=INGRESS_PRIO,
-                fd=self.prog_fd,
-                name="fidelnet_l2switch",
-                direct_action=True,
-            )
-        except NetlinkError as exc:
-            raise KernelError(f"tc: the switch filter on port {index}: {exc}") from exc
+        # Both in one write: the qdisc (an existing one is fine), then the filter.
+        qdisc, flt = rtnl.request(
+            nl.ipr,
+            [
+                rtnl.clsact_msg(1, index),
+                rtnl.bpf_filter_msg(
+                    2, index, _INGRESS, INGRESS_PRIO, _ETH_P_ALL, self.prog_fd, "fidelnet_l2switch"
+                ),
+            ],
+        )
+        if qdisc not in (0, errno.EEXIST):
+            raise KernelError(f"tc clsact on switch port {index}: {os.strerror(qdisc)}")
+        if flt:
+            raise KernelError(f"tc: the switch filter on port {index}: {os.strerror(flt)}")
 
     # -- maps --------------------------------------------------------------------
 
@@ -179,17 +177,23 @@ class SwitchProgram:
         except OSError as exc:
             raise KernelError(f"bpf switch: updating {name}: {exc}") from exc
 
-    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0) -> None:
-        """Switch ``sw``: how many flood slots it has, whether it forwards, and its
-        generation (a new one forgets every address it learnt)."""
+    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True) -> None:
+        """Switch ``sw``: how many flood slots it has, whether it forwards, its
+        generation (a new one forgets every address it learnt), and whether it snoops
+        MLD."""
         if not 0 < sw < MAX_SWITCHES or slots > MAX_SLOTS:
             raise KernelError(f"bpf switch: switch {sw} with {slots} ports is out of range")
-        value = struct.pack("<IIII", slots, int(up), gen & 0xFFFFFFFF, 0)
+        value = struct.pack("<IIII", slots, int(up), gen & 0xFFFFFFFF, _SW_SNOOP if snoop else 0)
         self._update("sw_state", struct.pack("<I", sw), value)
 
-    def set_port(self, ifindex: int, sw: int, slot: int, up: bool) -> None:
-        """Port ``ifindex`` is slot ``slot`` of switch ``sw``; up: it receives frames."""
-        self._update("sw_ports", struct.pack("<I", ifindex), struct.pack("<IIII", sw, slot, up, 0))
+    def set_port(
+        self, ifindex: int, sw: int, slot: int, up: bool, trunk: bool = False, gen: int = 0
+    ) -> None:
+        """Port ``ifindex`` is slot ``slot`` of switch ``sw``; up: it receives frames;
+        trunk: its link leads to another switch; ``gen``: the MLD memberships learnt
+        under another generation are forgotten."""
+        value = struct.pack("<IIIIII", sw, slot, up, _PORT_TRUNK if trunk else 0, gen, 0)
+        self._update("sw_ports", struct.pack("<I", ifindex), value)
         self._update(
             "sw_flood", struct.pack("<II", sw, slot), struct.pack("<I", ifindex if up else 0)
         )

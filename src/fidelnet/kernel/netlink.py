@@ -10,10 +10,8 @@ that were validated above this layer; nothing here builds a command line.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import socket
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,37 +19,15 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from fidelnet.errors import KernelError
-from fidelnet.kernel import ns
+from fidelnet.kernel import ns, rtnl
 
 __all__ = ["Netlink", "NetlinkError"]
 
 IFF_UP = 0x1
 
 
-_NLMSG_ERROR = 2
-_RTM_NEWROUTE = 24
-_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_REPLACE, _NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
-_RTA_DST, _RTA_OIF, _RTA_GATEWAY = 1, 4, 5
-
-
-def _rta(kind: int, payload: bytes) -> bytes:
-    length = 4 + len(payload)
-    return struct.pack("=HH", length, kind) + payload + b"\0" * ((-length) % 4)
-
-
-def _route_msg(seq: int, dst: str, gateway: str | None, oif: int | None) -> bytes:
-    """An RTM_NEWROUTE message (create or replace, main table, static, unicast)."""
-    net = ipaddress.ip_network(dst, strict=False)
-    attrs = _rta(_RTA_DST, net.network_address.packed)
-    if gateway:
-        attrs += _rta(_RTA_GATEWAY, ipaddress.ip_address(gateway).packed)
-    if oif is not None:
-        attrs += _rta(_RTA_OIF, struct.pack("=I", oif))
-    scope = 0 if gateway else 253  # universe via a gateway, else link
-    # struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
-    body = struct.pack("=BBBBBBBBI", 2, net.prefixlen, 0, 0, 254, 4, scope, 1, 0) + attrs
-    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_REPLACE | _NLM_F_CREATE
-    return struct.pack("=IHHII", 16 + len(body), _RTM_NEWROUTE, flags, seq, 0) + body
+_route_msg = rtnl.route_msg  # kept under its old name for the unit tests
+_FAST_LINK_ATTRS = frozenset({"state", "address", "ifalias", "master", "mtu"})
 
 
 class Netlink:
@@ -89,17 +65,13 @@ class Netlink:
 
     def add_veth(self, name: str, peer: str, peer_ns: str | None) -> int:
         """Create a veth pair here, with the peer end in the namespace at ``peer_ns``."""
-        peer_spec: dict[str, Any] = {"ifname": peer}
-        fd = -1
-        if peer_ns is not None:
-            fd = os.open(peer_ns, os.O_RDONLY)
-            peer_spec["net_ns_fd"] = fd
+        fd = os.open(peer_ns, os.O_RDONLY) if peer_ns is not None else None
         try:
-            self.ipr.link("add", ifname=name, kind="veth", peer=peer_spec)
+            rtnl.check(self.ipr, rtnl.veth_msg(1, name, peer, fd))
         except NetlinkError as exc:
             raise KernelError(f"veth {name}/{peer}: {exc}") from exc
         finally:
-            if fd >= 0:
+            if fd is not None:
                 os.close(fd)
         return self.index(name)
 
@@ -125,9 +97,23 @@ class Netlink:
         return self.index(name)
 
     def set_link(self, index: int, **attrs: Any) -> None:
-        """Set attributes: ``state="up"``, ``master=…``, ``address=…``, ``ifalias=…``."""
+        """Set attributes: ``state="up"``, ``master=…``, ``address=…``, ``ifalias=…``,
+        ``mtu=…`` (one hand-built request), or any other pyroute2 takes."""
         try:
-            self.ipr.link("set", index=index, **attrs)
+            if attrs.keys() <= _FAST_LINK_ATTRS and attrs.get("state") in (None, "up", "down"):
+                state = attrs.get("state")
+                msg = rtnl.setlink_msg(
+                    1,
+                    index,
+                    up=None if state is None else state == "up",
+                    address=attrs.get("address"),
+                    ifalias=attrs.get("ifalias"),
+                    master=attrs.get("master"),
+                    mtu=attrs.get("mtu"),
+                )
+                rtnl.check(self.ipr, msg)
+            else:
+                self.ipr.link("set", index=index, **attrs)
         except NetlinkError as exc:
             where = self.path or "host namespace"
             raise KernelError(f"link {index} in {where}: set {attrs}: {exc}") from exc
@@ -176,11 +162,8 @@ class Netlink:
             self.ipr.flush_addr(index=index, family=family)
 
     def add_address(self, index: int, cidr: str) -> None:
-        iface = ipaddress.ip_interface(cidr)
         try:
-            self.ipr.addr(
-                "replace", index=index, address=str(iface.ip), prefixlen=iface.network.prefixlen
-            )
+            rtnl.check(self.ipr, rtnl.newaddr_msg(1, index, cidr))
         except NetlinkError as exc:
             raise KernelError(f"address {cidr} on link {index}: {exc}") from exc
 
@@ -198,25 +181,12 @@ class Netlink:
         in one netlink batch: one send, then one acknowledgement per route."""
         if not routes:
             return
-        buf = bytearray()
-        for seq, (dst, gw, oif) in enumerate(routes, 1):
-            buf += _route_msg(seq, dst, gw, oif)
-        sock = self.ipr
-        sock.sendto(bytes(buf), (0, 0))
-        acked = 0
-        errors: list[str] = []
-        while acked < len(routes):
-            data = sock.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype, _flags, seq, _pid = struct.unpack_from("=IHHII", data, off)
-                if mtype == _NLMSG_ERROR:
-                    (err,) = struct.unpack_from("=i", data, off + 16)
-                    acked += 1
-                    if err != 0 and 0 < seq <= len(routes):
-                        dst, gw, oif = routes[seq - 1]
-                        errors.append(f"{dst} via {gw or oif}: {os.strerror(-err)}")
-                off += max(16, (length + 3) & ~3)
+        msgs = [rtnl.route_msg(seq, dst, gw, oif) for seq, (dst, gw, oif) in enumerate(routes, 1)]
+        errors = [
+            f"{dst} via {gw or oif}: {os.strerror(err)}"
+            for (dst, gw, oif), err in zip(routes, rtnl.request(self.ipr, msgs), strict=True)
+            if err
+        ]
         if errors:
             raise KernelError(f"routes in {self.path or 'host namespace'}: " + "; ".join(errors))
 

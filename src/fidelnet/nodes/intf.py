@@ -65,13 +65,11 @@ class Interface:
         self._mac = mac.lower()
 
     def set_up(self, up: bool = True) -> None:
-        """Bring the interface up or down; a switch's datapath stops sending to a port
-        before it goes down, and starts once it is up."""
-        if not up:
-            self.node.port_changed(self, up)
+        """Bring the interface up or down; a switch's datapath is told first: it stops
+        sending to a port before it goes down, and is ready for the first frame (and
+        MLD report) that comes in once it is up."""
+        self.node.port_changed(self, up)
         self.node.netlink().set_link(self.index, state="up" if up else "down")
-        if up:
-            self.node.port_changed(self, up)
 
     def is_up(self) -> bool:
         return bool(self.node.netlink().link_info(self.index)["up"])

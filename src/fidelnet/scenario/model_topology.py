@@ -223,6 +223,10 @@ class Node(_Model):
     """What forwards between a switch's ports: ``bridge`` (a Linux bridge), ``bpf`` (the
     run's BPF learning switch, no device per switch), ``auto`` (bpf unless STP is on).
     Default: ``topology.datapath`` (switches only)."""
+    mld_snooping: bool = True
+    """MLD snooping (switches on the ``bpf`` datapath): IPv6 multicast other than to
+    ff02::1 reaches a node only when it reported listening to the group, or is a
+    multicast router; ``false`` floods it to every port (docs/switches.md)."""
     fastpath: FastPath | None = None
     """``xdp``: forward in an XDP program ahead of the IP stack (routers only; default:
     ``topology.fastpath``)."""

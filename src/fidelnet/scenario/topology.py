@@ -120,6 +120,7 @@ def build(scenario: Scenario) -> Built:
                 sched=node.sched,
                 stp=node.stp,
                 datapath=node.datapath,
+                mld_snooping=node.mld_snooping,
                 fastpath=node.fastpath,
             )
         )

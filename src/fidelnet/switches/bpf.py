@@ -39,6 +39,8 @@ class _Port:
     up: bool = True  # administratively (the interface)
     link: int | None = None  # index in the spec's links, on a link between STP switches
     forwarding: bool = True  # what the maps say
+    trunk: bool = False  # the link leads to another switch: all multicast goes there
+    gen: int = 0  # changes each time the port comes up: MLD memberships start afresh
 
 
 class BpfDatapath:
@@ -66,6 +68,8 @@ class BpfDatapath:
         self._indexed = 0  # links of the spec already in _ends
         self._tree_dirty = False
         self._gen: dict[str, int] = {}  # switch -> generation of its address table
+        self._port_gen = 0  # the last port generation given out
+        self._snoop: dict[str, bool] = {}  # switch -> snoops MLD
 
     def program(self) -> l2switch.SwitchProgram:
         """The switch program, loaded on first use."""
@@ -91,28 +95,42 @@ class BpfDatapath:
         if switch.spec.stp:
             self._stp.add(switch.name)
         self._gen[switch.name] = 0
-        self.program().set_switch(sw, 0, up=True)
+        self._snoop[switch.name] = switch.spec.mld_snooping
+        self.program().set_switch(sw, 0, up=True, snoop=switch.spec.mld_snooping)
 
     def port_attrs(self, switch: Switch) -> dict[str, Any]:
         del switch
         return {}
 
     def add_port(self, switch: Switch, intf: Interface) -> None:
+        """Make ``intf`` a port of ``switch``: in the maps, then its filter. Called
+        before the switch's end of the link is brought up, so the port sees the first
+        frame (and MLD report) its link carries."""
         prog = self.program()
         sw, slots = self._ids[switch.name], self._slots[switch.name]
-        port = _Port(switch.name, sw, len(slots))
-        if switch.name in self._stp:
-            link, peer = self._link_of(switch, intf.name)
-            if link is not None and peer in self._stp:
-                # A link between two STP switches: blocked until the tree says otherwise.
-                port.link, port.forwarding = link, False
-                self._tree_dirty = True
+        port = _Port(switch.name, sw, len(slots), gen=self._next_gen())
+        link, peer = self._link_of(switch, intf.name)
+        peer_node = switch.net.nodes.get(peer) if peer is not None else None
+        port.trunk = peer_node is not None and peer_node.kind == "switch"
+        if switch.name in self._stp and link is not None and peer in self._stp:
+            # A link between two STP switches: blocked until the tree says otherwise.
+            port.link, port.forwarding = link, False
+            self._tree_dirty = True
         # Known to the maps before the filter sees its first frame.
-        prog.set_port(intf.index, sw, port.slot, port.forwarding)
+        self._write_port(intf.index, port)
         slots[intf.index] = port.slot
         self._ports[intf.index] = port
-        prog.set_switch(sw, len(slots), self._up[switch.name], self._gen[switch.name])
+        self._write_switch(switch.name)
         prog.attach(switch.netlink(), intf.index)
+
+    def _next_gen(self) -> int:
+        self._port_gen += 1
+        return self._port_gen
+
+    def _write_port(self, index: int, port: _Port) -> None:
+        self.program().set_port(
+            index, port.sw, port.slot, port.forwarding, trunk=port.trunk, gen=port.gen
+        )
 
     def _link_of(self, switch: Switch, intf: str) -> tuple[int | None, str | None]:
         """The spec's link that ``intf`` of ``switch`` ends, and the node at its other end."""
@@ -139,11 +157,14 @@ class BpfDatapath:
         if port is None:
             return
         port.up = up
+        if up:
+            port.gen = self._next_gen()  # its node reports what it listens to again
         if port.link is not None:
+            self._write_port(intf.index, port)
             self._compute_tree()  # the tree changes at once: no STP timers to wait for
             return
         port.forwarding = up
-        self.program().set_port(intf.index, port.sw, port.slot, up)
+        self._write_port(intf.index, port)
 
     def _compute_tree(self) -> None:
         """Block every port between STP switches that is not on the spanning tree of
@@ -158,7 +179,6 @@ class BpfDatapath:
                 a, b = (self._ports[i].sw for i in idx)
                 edges.append(Edge(a, b, link))
         tree = spanning_tree((self._ids[n] for n in self._stp), edges)
-        prog = self.program()
         changed = False
         for index, port in self._ports.items():
             if port.link is None:
@@ -166,7 +186,7 @@ class BpfDatapath:
             forwarding = port.up and port.link in tree
             if forwarding != port.forwarding:
                 port.forwarding = forwarding
-                prog.set_port(index, port.sw, port.slot, forwarding)
+                self._write_port(index, port)
                 changed = True
         self._tree_dirty = False
         if changed:
@@ -178,7 +198,11 @@ class BpfDatapath:
 
     def _write_switch(self, name: str) -> None:
         self.program().set_switch(
-            self._ids[name], len(self._slots[name]), self._up[name], self._gen[name]
+            self._ids[name],
+            len(self._slots[name]),
+            self._up[name],
+            self._gen[name],
+            snoop=self._snoop[name],
         )
 
     def set_switch_up(self, switch: Switch, up: bool) -> None:

@@ -125,6 +125,8 @@ class NodeSpec:
     stp: bool = False  # switches only
     # switches only: what forwards between its ports (docs/switches.md); None: the topology's
     datapath: Datapath | None = None
+    # switches only, on the bpf datapath: IPv6 multicast only where it was asked for
+    mld_snooping: bool = True
     fastpath: FastPath | None = None  # routers only: forward in XDP (docs/fastpath.md)
     in_namespace: bool = True
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them

@@ -196,6 +196,12 @@ def _check_datapath(spec: TopologySpec) -> Problems:
     if spec.datapath not in DATAPATHS:
         yield ValidationError("datapath", "unknown switch datapath", spec.datapath, list(DATAPATHS))
     for name, node in spec.nodes.items():
+        if node.mld_snooping is not True and node.kind != "switch":
+            yield ValidationError(
+                f"nodes.{name}.mld_snooping",
+                f"only switches snoop MLD, and {name} is a {node.kind}",
+                node.mld_snooping,
+            )
         where = f"nodes.{name}.datapath"
         if node.datapath is None:
             continue
