@@ -82,10 +82,17 @@ build/bpf/%.bpf.o: bpf/%.bpf.c | apt-deps
 	clang -O2 -g -Wall -Werror -target bpf -I$(BPF_ARCH_INC) -c $< -o $@
 
 # cargo decides what to rebuild; install -C copies only when the binary changed.
+# fidelnet-exec starts every shell and command in a node: linked statically, each
+# start skips the dynamic loader (0.36 ms less per start on this VM, docs/scale.md).
+# An explicit --target keeps the static flag off build scripts; its own target dir
+# keeps the rest of the workspace from rebuilding.
+HOST_TRIPLE = $(or $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p'),x86_64-unknown-linux-gnu)
 native: venv $(BPF_OBJS)
 	install -D -C -m 0644 -t $(VENV)/share/fidelnet/bpf $(BPF_OBJS)
 	$(CARGO) build --release --workspace --locked
-	install -C -m 0755 target/release/fidelnet-exec $(EXEC_BIN)
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked -p fnexec \
+	    --target $(HOST_TRIPLE) --target-dir target/static
+	install -C -m 0755 target/static/$(HOST_TRIPLE)/release/fidelnet-exec $(EXEC_BIN)
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
 	install -C -m 0755 target/release/fidelnet-pktgen $(VENV)/bin/fidelnet-pktgen
 
