@@ -112,13 +112,16 @@ def run(
     started = False
     try:
         t0 = time.perf_counter()
-        net.start()
-        if shells:
-            # Mininet starts a bash in every node, switches included, at build time;
-            # fidelnet starts one on first use. This makes the two builds alike.
-            net.start_shells()
-            for node in net.nodes.values():
-                node.cmd("true")
+        # With shells: Mininet starts a bash in every node, switches included, as it
+        # makes the node; fidelnet starts one on first use, and start(shells=True)
+        # makes it do as Mininet does. Each shell's prompt is awaited, then one
+        # command ("unset HISTFILE; set +m") and its prompt, as Mininet's
+        # startShell() does with its own ("unset HISTFILE; stty -echo; set +m").
+        # (Until 2026-11-26 this also ran `true` in every shell one after another
+        # after the build, a round trip Mininet's build does not make.)
+        net.start(shells=shells)
+        if shells and not all(node.has_shell() for node in net.nodes.values()):
+            raise RuntimeError("a node has no shell after start(shells=True)")
         result["build_s"] = time.perf_counter() - t0
         result["shells"] = shells
         started = True

@@ -89,6 +89,7 @@ class Network:
         self.datapaths: dict[str, Datapath] = {}
         """The switch datapaths in use, by kind (:mod:`fidelnet.switches`)."""
         self.mount_template: launcher.MountTemplate | None = None
+        self._exec_server: launcher.ExecServer | None = None
         self._caps: frozenset[str] | None = None
         self.xsk_budget = XskBudget()  # memory the run's AF_XDP links pin
         self._drivers: dict[int, LinkDriver] = {}
@@ -150,6 +151,13 @@ class Network:
         self._install_handlers()
         atexit.register(self._atexit)
         log.debug("run %s: state in %s", self._state.run_id, self._state.path)
+
+    def exec_server(self) -> launcher.ExecServer:
+        """The run's ``fidelnet-exec --serve``, which starts the nodes' shells
+        (started on first use, recorded; ended at teardown after the shells)."""
+        if self._exec_server is None:
+            self._exec_server = launcher.ExecServer(self._record_process)
+        return self._exec_server
 
     def _record_process(self, pid: int) -> None:
         start = process_start_time(pid)
@@ -233,32 +241,42 @@ class Network:
 
     # -- building -----------------------------------------------------------------
 
-    def build(self) -> None:
-        """Create every node and link of the spec not yet created, and configure them."""
+    def build(self, shells: bool = False) -> None:
+        """Create every node and link of the spec not yet created, and configure them;
+        with ``shells``, start every node's shell as soon as the node exists, as
+        Mininet does, so the shells start while the links are made."""
         self.check_link_params(self.spec.links)
-        self.check_capacity()
+        self.check_capacity(shells=shells)
         fastpath.preflight(self.spec)
         switches.preflight(self.spec, l2switch.missing)
         self.open()
         try:
             realize.fit_tables(self)
+            starting: list[Node] = []
             for spec in list(self.spec.nodes.values()):
                 if spec.name not in self.nodes:
-                    self._create_node(spec)
+                    node = self._create_node(spec)
+                    if shells and not node.has_shell():
+                        node.set_shell(node.start_shell(wait=False))
+                        starting.append(node)
             for link in list(self.spec.links):
                 if id(link) not in self._realized:
                     self._create_link(link)
             self.configure()
+            finish_starting([n.shell_if_started() for n in starting])
         except BaseException:
             log.error("run %s: setup failed, rolling back what it made", self.run_id)
             self.stop()
             raise
 
-    def start(self) -> Network:
-        """Build (if needed) and wait until the network forwards (STP converged)."""
+    def start(self, shells: bool = False) -> Network:
+        """Build (if needed) and wait until the network forwards (STP converged); with
+        ``shells``, every node's shell is started during the build (see :meth:`build`;
+        otherwise a node's shell starts on first use, or all at once with
+        :meth:`start_shells`)."""
         if not self._started:
             began = time.perf_counter()
-            self.build()
+            self.build(shells)
             try:
                 self.wait_stp()
             except BaseException:
@@ -456,6 +474,9 @@ class Network:
         if self.mount_template is not None:
             self.mount_template.close()
             self.mount_template = None
+        if self._exec_server is not None:
+            self._exec_server.close()
+            self._exec_server = None
         problems = remove_all(self._state)
         for p in problems:
             log.error("run %s: teardown: %s", self._state.run_id, p)

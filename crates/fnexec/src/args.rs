@@ -45,6 +45,10 @@ order of the options, and any setup failure is fatal:
   --help               print this help and exit
   --version            print the version and exit
 
+  --serve FD           (alone) serve start requests on the Unix socket FD:
+                       each one forks a child that does the above with the
+                       request's options and environment (src/serve.rs)
+
 Values may also be given as --option=VALUE. PROGRAM is started with execvp
 (PATH search, no shell) and ARGS are passed through untouched.
 

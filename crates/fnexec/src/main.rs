@@ -15,12 +15,23 @@
 mod args;
 mod launch;
 mod ns;
+mod serve;
 
 use std::ffi::OsString;
 use std::io::Write;
 
 /// Parse, set up, exec; returns the exit status if anything fails.
+/// `--serve FD` alone: serve start requests on that socket (see [`serve`]).
 fn run(args: &[OsString]) -> i32 {
+    if args.len() == 2 && args[0] == "--serve" {
+        return match args[1].to_str().and_then(|s| s.parse::<libc::c_int>().ok()) {
+            Some(fd) if fd > 2 => serve::serve(fd, run),
+            _ => {
+                report("fidelnet-exec: --serve FD: FD must be a socket descriptor above 2\n");
+                launch::EXIT_SETUP
+            }
+        };
+    }
     let opts = match args::parse(args) {
         Ok(args::Command::Run(opts)) => opts,
         Ok(args::Command::Help) => return print_stdout(args::USAGE),

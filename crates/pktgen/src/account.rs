@@ -11,6 +11,15 @@
 //! in `beyond_window`. Sequence numbers are not unwrapped: a flow must stay
 //! below 2^32 packets.
 //!
+//! # Gaps
+//!
+//! Each time a flow's sequence numbers jump ahead (seq > highest + 1), the
+//! jump is kept as a [`Gap`]: the packet before it and the one after it,
+//! with their send timestamps, so the outage a failure caused can be told
+//! from the packets to within one inter-packet gap (`fidelnet.measure.outage`).
+//! A late packet that falls into a gap is counted there as `filled`. At
+//! most [`MAX_GAPS`] are kept (all flows); later ones are only counted.
+//!
 //! # Intervals
 //!
 //! Interval i covers receive timestamps `[first + i*w, first + (i+1)*w)`,
@@ -30,6 +39,9 @@ use crate::payload::{Malformed, Payload};
 
 /// Sequence numbers tracked behind the highest one, per flow.
 pub const DUP_WINDOW: u64 = 1 << 16;
+
+/// Gaps kept per run (all flows together); beyond, only counted.
+pub const MAX_GAPS: usize = 10_000;
 
 /// Smallest Ethernet frame (with FCS): shorter datagrams are padded.
 const MIN_FRAME: u64 = 64;
@@ -124,6 +136,33 @@ impl SeqWindow {
     }
 }
 
+/// A jump in one flow's sequence numbers: `after_seq` arrived, then
+/// `before_seq` arrived with nothing between them yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The flow.
+    pub flow: u16,
+    /// The highest sequence number before the jump.
+    pub after_seq: u64,
+    /// Its send timestamp (CLOCK_REALTIME ns).
+    pub after_send_ns: u64,
+    /// The sequence number that jumped.
+    pub before_seq: u64,
+    /// Its send timestamp.
+    pub before_send_ns: u64,
+    /// Its receive timestamp.
+    pub before_rx_ns: u64,
+    /// Packets of the gap that arrived later (reordered).
+    pub filled: u64,
+}
+
+impl Gap {
+    /// Packets of the gap that never arrived.
+    pub fn lost(&self) -> u64 {
+        (self.before_seq - self.after_seq - 1).saturating_sub(self.filled)
+    }
+}
+
 /// One flow's counters.
 #[derive(Debug, Clone)]
 pub struct FlowAcc {
@@ -141,6 +180,8 @@ pub struct FlowAcc {
     /// Positive latencies of this flow.
     pub latency: Histogram<u64>,
     window: SeqWindow,
+    /// Send timestamp of the highest sequence number.
+    highest_send_ns: u64,
 }
 
 impl FlowAcc {
@@ -153,6 +194,7 @@ impl FlowAcc {
             beyond_window: 0,
             latency: hist::new(),
             window: SeqWindow::new(),
+            highest_send_ns: 0,
         }
     }
 
@@ -243,6 +285,10 @@ pub struct Accounting {
     pub latency: Histogram<u64>,
     /// Closed intervals, in order.
     pub intervals: Vec<Interval>,
+    /// Sequence jumps, in order of arrival (at most [`MAX_GAPS`]).
+    pub gaps: Vec<Gap>,
+    /// Jumps beyond [`MAX_GAPS`], not kept.
+    pub gaps_dropped: u64,
     flows: Vec<Option<Box<FlowAcc>>>,
     /// Timestamp intervals are aligned to.
     origin: Option<u64>,
@@ -276,6 +322,8 @@ impl Accounting {
             last_rx_ns: None,
             latency: hist::new(),
             intervals: Vec::new(),
+            gaps: Vec::new(),
+            gaps_dropped: 0,
             flows: Vec::new(),
             origin: None,
             newest: 0,
@@ -330,7 +378,41 @@ impl Accounting {
         }
         let flow = self.flows[id].get_or_insert_with(|| Box::new(FlowAcc::new()));
         flow.received += 1;
-        let class = flow.window.observe(u64::from(p.seq));
+        let seq = u64::from(p.seq);
+        let before = flow.window.highest;
+        let class = flow.window.observe(seq);
+        match (class, before) {
+            (SeqClass::Ahead, Some(h)) if seq > h + 1 => {
+                if self.gaps.len() < MAX_GAPS {
+                    self.gaps.push(Gap {
+                        flow: p.flow,
+                        after_seq: h,
+                        after_send_ns: flow.highest_send_ns,
+                        before_seq: seq,
+                        before_send_ns: p.send_ns,
+                        before_rx_ns: rx_ns,
+                        filled: 0,
+                    });
+                } else {
+                    self.gaps_dropped += 1;
+                }
+            }
+            (SeqClass::Reordered, _) => {
+                // The latest gap of this flow that holds it (gaps are few).
+                if let Some(g) = self
+                    .gaps
+                    .iter_mut()
+                    .rev()
+                    .find(|g| g.flow == p.flow && g.after_seq < seq && seq < g.before_seq)
+                {
+                    g.filled += 1;
+                }
+            }
+            _ => {}
+        }
+        if class == SeqClass::Ahead {
+            flow.highest_send_ns = p.send_ns;
+        }
         if class == SeqClass::Duplicate {
             flow.duplicates += 1;
             self.duplicates += 1;
@@ -509,6 +591,33 @@ mod tests {
         assert_eq!(f.max_seq(), 9);
         assert_eq!(f.lost_by_seq(), 2);
         assert_eq!((a.unique, a.duplicates, a.reordered), (8, 3, 1));
+    }
+
+    #[test]
+    fn gaps_are_kept_with_their_send_times_and_filled_by_late_packets() {
+        let mut a = Accounting::new(100 * MS, 0);
+        // Flow 1: 0..3, then 3..=5 missing with 4 arriving late, then 6..8.
+        // Flow 2 in order: no gap.
+        feed(&mut a, 1, &[0, 1, 2, 6, 4, 7, 8]);
+        feed(&mut a, 2, &[0, 1, 2]);
+        assert_eq!(a.gaps.len(), 1);
+        let g = a.gaps[0];
+        assert_eq!((g.flow, g.after_seq, g.before_seq), (1, 2, 6));
+        // feed() sends packet i at T0 + i ms - 50 us: 2 went third, 6 fourth.
+        assert_eq!(g.after_send_ns, T0 + 2 * MS - 50_000);
+        assert_eq!(g.before_send_ns, T0 + 3 * MS - 50_000);
+        assert_eq!(g.before_rx_ns, T0 + 3 * MS);
+        assert_eq!((g.filled, g.lost()), (1, 2));
+        assert_eq!(a.gaps_dropped, 0);
+    }
+
+    #[test]
+    fn gaps_beyond_the_cap_are_counted_not_kept() {
+        let mut a = Accounting::new(100 * MS, 0);
+        let seqs: Vec<u32> = (0..(MAX_GAPS as u32 + 6)).map(|i| 2 * i).collect();
+        feed(&mut a, 0, &seqs);
+        assert_eq!(a.gaps.len(), MAX_GAPS);
+        assert_eq!(a.gaps_dropped, 5);
     }
 
     #[test]

@@ -158,6 +158,19 @@ pub struct IntervalReport {
     pub latency_count: u64,
 }
 
+/// A jump in a flow's sequence numbers (`account::Gap`).
+#[derive(Debug, Serialize)]
+pub struct GapReport {
+    pub flow: u16,
+    pub after_seq: u64,
+    pub after_send_ns: u64,
+    pub before_seq: u64,
+    pub before_send_ns: u64,
+    pub before_rx_ns: u64,
+    pub lost: u64,
+    pub filled: u64,
+}
+
 /// The receiver's report.
 #[derive(Debug, Serialize)]
 pub struct RecvReport {
@@ -179,6 +192,8 @@ pub struct RecvReport {
     pub latency_hdr: String,
     pub flows: Vec<RecvFlow>,
     pub intervals: Vec<IntervalReport>,
+    pub gaps: Vec<GapReport>,
+    pub gaps_dropped: u64,
     pub rcvbuf: usize,
     pub socket_drops: u64,
     pub cpu: Option<u32>,
@@ -246,6 +261,21 @@ pub fn recv_report(acc: &Accounting, interval_ms: u64) -> RecvReport {
                 latency_count: i.latency_count,
             })
             .collect(),
+        gaps: acc
+            .gaps
+            .iter()
+            .map(|g| GapReport {
+                flow: g.flow,
+                after_seq: g.after_seq,
+                after_send_ns: g.after_send_ns,
+                before_seq: g.before_seq,
+                before_send_ns: g.before_send_ns,
+                before_rx_ns: g.before_rx_ns,
+                lost: g.lost(),
+                filled: g.filled,
+            })
+            .collect(),
+        gaps_dropped: acc.gaps_dropped,
         rcvbuf: 0,
         socket_drops: 0,
         cpu: None,

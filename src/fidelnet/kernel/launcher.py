@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fidelnet.errors import NodeError
 
-__all__ = ["MountTemplate", "exec_argv", "find_exec"]
+__all__ = ["ExecServer", "MountTemplate", "ServedProcess", "exec_argv", "find_exec"]
 
 _cached: str | None = None
 
@@ -147,3 +152,121 @@ def _wait_for_setup(proc: subprocess.Popen[bytes], program: str, timeout: float 
     raise NodeError(
         f"fidelnet-exec: could not make the mount namespace template (exit code {proc.poll()})"
     )
+
+
+class ServedProcess:
+    """A process an :class:`ExecServer` started, watched through a pidfd: the parts of
+    :class:`subprocess.Popen` a node's shell uses. It is the server's child, not
+    this process's, so its exit status is not known: :attr:`returncode` is -1 once
+    it has exited."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # already gone (and reaped)
+            self._pidfd = -1
+            self.returncode = -1
+
+    def _readable(self, timeout: float | None) -> bool:
+        # poll(2), not select(2): a run holds thousands of descriptors.
+        p = select.poll()
+        p.register(self._pidfd, select.POLLIN)
+        return bool(p.poll(None if timeout is None else int(timeout * 1000)))
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._readable(0):
+            self._exited()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not self._readable(timeout):
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            self._exited()
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def _exited(self) -> None:
+        self.returncode = -1
+        os.close(self._pidfd)
+        self._pidfd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_pidfd", -1) >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+
+
+class ExecServer:
+    """``fidelnet-exec --serve``: one small process that forks and sets up every
+    shell of a run (crates/fnexec/src/serve.rs). Starting a shell from this
+    (large) Python process costs a fork of it and an exec of ``fidelnet-exec``
+    before the exec of bash; served, it is a fork of the server and one exec
+    (docs/scale.md). ``record`` gets the server's pid once it runs."""
+
+    def __init__(self, record: Callable[[int], None]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [find_exec(), "--serve", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise NodeError(f"fidelnet-exec --serve: cannot start: {exc}") from exc
+        finally:
+            theirs.close()
+        self.sock = ours
+        self._lock = threading.Lock()
+        record(self.proc.pid)
+
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], fd: int | None) -> ServedProcess:
+        """Start ``argv`` (a full :func:`exec_argv` list) with exactly ``env``, and
+        ``fd`` (if any) as its stdin, stdout and stderr."""
+        args = list(argv[1:])  # the launcher itself is the server
+        payload = struct.pack("=I", len(args)) + b"".join(
+            [a.encode() + b"\0" for a in args]
+            + [f"{k}={v}".encode() + b"\0" for k, v in env.items()]
+        )
+        rights = (
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))] if fd is not None else []
+        )
+        with self._lock:
+            try:
+                self.sock.sendmsg([payload], rights)
+                reply = self.sock.recv(4)
+            except OSError as exc:
+                raise NodeError(f"fidelnet-exec --serve: {exc}") from exc
+        if len(reply) != 4:
+            raise NodeError(f"fidelnet-exec --serve exited (status {self.proc.poll()})")
+        (pid,) = struct.unpack("=i", reply)
+        if pid < 0:
+            raise NodeError(
+                f"fidelnet-exec --serve: cannot start {argv[-1]!r}: {os.strerror(-pid)}"
+            )
+        return ServedProcess(pid)
+
+    def close(self) -> None:
+        """End the server (the processes it started live on: their owners end them)."""
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -137,7 +137,8 @@ class Node:
             session=True,
             ctty=True,
         )
-        sh = Shell(self.name, argv, env, wait=False)
+        server = getattr(self.net, "exec_server", None)
+        sh = Shell(self.name, argv, env, wait=False, spawn=server().spawn if server else None)
         start = process_start_time(sh.pid)
         if start is not None:
             self.net.state_record("process", pid=sh.pid, start=start)

@@ -21,11 +21,16 @@ import select
 import subprocess
 import termios
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from fidelnet.errors import NodeError
+from fidelnet.kernel.launcher import ServedProcess
 
-__all__ = ["Shell", "finish_starting"]
+__all__ = ["Shell", "Spawn", "finish_starting"]
+
+Spawn = Callable[[Sequence[str], Mapping[str, str], int], ServedProcess]
+"""Starts a full ``fidelnet-exec`` argv with an environment and a descriptor for its
+stdio: :meth:`fidelnet.kernel.launcher.ExecServer.spawn`."""
 
 PROMPT = "\x7f"
 _PID_MARK = re.compile(r"\x01(\d+)\r?\n")
@@ -36,23 +41,36 @@ class Shell:
     """One interactive bash on a pty, running inside a node."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], env: dict[str, str], *, wait: bool = True
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str],
+        *,
+        wait: bool = True,
+        spawn: Spawn | None = None,
     ) -> None:
+        """Start ``argv`` (a full ``fidelnet-exec`` argv) on a new pty, with ``spawn``
+        (an :class:`~fidelnet.kernel.launcher.ExecServer`'s) when given, else from
+        this process."""
         self.name = name
         master, slave = pty.openpty()
         attrs = termios.tcgetattr(slave)
         attrs[3] &= ~termios.ECHO  # lflag: no echo from the start
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        self.proc: subprocess.Popen[bytes] | ServedProcess
         try:
-            self.proc = subprocess.Popen(
-                list(argv),
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                close_fds=True,
-                env=env,
-            )
-        except OSError as exc:
+            if spawn is not None:
+                self.proc = spawn(argv, env, slave)
+            else:
+                self.proc = subprocess.Popen(
+                    list(argv),
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    close_fds=True,
+                    env=env,
+                )
+        except (OSError, NodeError) as exc:
             os.close(master)
             raise NodeError(f"{name}: cannot start its shell: {exc}") from exc
         finally:
@@ -92,7 +110,9 @@ class Shell:
             data = b""
         if not data and not self.alive():
             self.waiting = False
-            raise NodeError(f"{self.name}: shell exited with code {self.proc.returncode}")
+            code = self.proc.returncode
+            known = f" with code {code}" if code is not None and code >= 0 else ""
+            raise NodeError(f"{self.name}: shell exited{known}")
         return data.decode("utf-8", "replace")
 
     def write(self, text: str) -> None:
