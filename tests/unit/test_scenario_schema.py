@@ -21,6 +21,7 @@ from fidelnet.scenario import (
     load,
     loads,
     model_checks,
+    model_events,
     model_steps,
     model_topology,
 )
@@ -48,7 +49,7 @@ def test_schema_is_deterministic() -> None:
     }
 
 
-MODEL_MODULES = (fields, model_topology, model_steps, model_checks, m)
+MODEL_MODULES = (fields, model_topology, model_events, model_steps, model_checks, m)
 """Every module that defines scenario models (``model`` re-exports the others')."""
 
 

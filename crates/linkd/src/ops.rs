@@ -177,7 +177,11 @@ impl<O: Opener> Daemon<O> {
             self.schedule(id, i);
         }
         log!("link {name:?} {}", if up { "up" } else { "down" });
-        Ok(Map::new())
+        // The instant it took effect (CLOCK_MONOTONIC ns): the truth an outage
+        // measured from the packets is held against (docs/events.md).
+        let mut out = Map::new();
+        out.insert("applied_ns".to_owned(), Value::from(now));
+        Ok(out)
     }
 
     /// Lead two veth ends' traffic through the link's TAPs, which stand beside

@@ -182,6 +182,8 @@ pub struct FlowAcc {
     window: SeqWindow,
     /// Send timestamp of the highest sequence number.
     highest_send_ns: u64,
+    /// The first packet that arrived: its sequence number and send timestamp.
+    pub first: Option<(u64, u64)>,
 }
 
 impl FlowAcc {
@@ -195,7 +197,13 @@ impl FlowAcc {
             latency: hist::new(),
             window: SeqWindow::new(),
             highest_send_ns: 0,
+            first: None,
         }
+    }
+
+    /// Send timestamp of the highest sequence number (0 before any packet).
+    pub fn max_seq_send_ns(&self) -> u64 {
+        self.highest_send_ns
     }
 
     /// Highest sequence number seen.
@@ -381,6 +389,9 @@ impl Accounting {
         let seq = u64::from(p.seq);
         let before = flow.window.highest;
         let class = flow.window.observe(seq);
+        if flow.first.is_none() {
+            flow.first = Some((seq, p.send_ns));
+        }
         match (class, before) {
             (SeqClass::Ahead, Some(h)) if seq > h + 1 => {
                 if self.gaps.len() < MAX_GAPS {

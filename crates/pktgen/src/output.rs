@@ -130,6 +130,11 @@ pub struct RecvFlow {
     pub duplicates: u64,
     pub reordered: u64,
     pub max_seq: u64,
+    /// Send timestamp of `max_seq` (CLOCK_REALTIME ns).
+    pub max_seq_send_ns: u64,
+    /// The first sequence number that arrived, and its send timestamp.
+    pub first_seq: u64,
+    pub first_send_ns: u64,
     pub lost_by_seq: u64,
     pub latency: Summary,
     pub latency_hdr: String,
@@ -241,6 +246,9 @@ pub fn recv_report(acc: &Accounting, interval_ms: u64) -> RecvReport {
                 duplicates: f.duplicates,
                 reordered: f.reordered,
                 max_seq: f.max_seq(),
+                max_seq_send_ns: f.max_seq_send_ns(),
+                first_seq: f.first.map_or(0, |(seq, _)| seq),
+                first_send_ns: f.first.map_or(0, |(_, ns)| ns),
                 lost_by_seq: f.lost_by_seq(),
                 latency: hist::summary(&f.latency),
                 latency_hdr: hist::encode(&f.latency),

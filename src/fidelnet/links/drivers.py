@@ -11,6 +11,7 @@ one driver per backend.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,13 @@ class LinkDriver:
         del ab, ba
         return []
 
-    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
+    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> int:
+        """Both ends down or up; returns when the path changed (CLOCK_REALTIME ns):
+        down, as the first end goes; up, once the second end is."""
+        at = time.time_ns()
         for intf in ends:
             intf.set_up(up)
+        return time.time_ns() if up else at
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         raise NotImplementedError
@@ -188,9 +193,21 @@ class EngineDriver(LinkDriver):
             None if ba is None else self.engine_params(ba, "ba", f"{where}.ba"),
         )
 
-    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> None:
-        self.engine.set_state(self.name, up)
-        super().set_up(ends, up)
+    def set_up(self, ends: tuple[Interface, Interface], up: bool) -> int:
+        """The engine stops carrying first when the link goes down, and starts last
+        when it comes up: the link is cut and restored by one control message each,
+        in the engine's own instant, while the interfaces' carrier (what nodes and
+        routing daemons see) follows within a millisecond (docs/events.md)."""
+        offset = time.time_ns() - time.monotonic_ns()
+        if up:
+            super().set_up(ends, up)
+            sent = time.time_ns()
+            applied = self.engine.set_state(self.name, up)
+        else:
+            sent = time.time_ns()
+            applied = self.engine.set_state(self.name, up)
+            super().set_up(ends, up)
+        return applied + offset if applied is not None else sent
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         del ends

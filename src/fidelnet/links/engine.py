@@ -389,8 +389,11 @@ class LinkEngine:
         namespaces) through link ``name``: tcx redirects held by the daemon."""
         self.request("divert", link=name, a=a, b=b)
 
-    def set_state(self, name: str, up: bool) -> None:
-        self.request("set_state", link=name, up=up)
+    def set_state(self, name: str, up: bool) -> int | None:
+        """Bring a link down or up; returns the engine's instant of it (CLOCK_MONOTONIC
+        ns), when it says."""
+        applied = self.request("set_state", link=name, up=up).get("applied_ns")
+        return int(applied) if isinstance(applied, int) else None
 
     def remove_link(self, name: str) -> None:
         self.request("remove_link", link=name)

@@ -107,12 +107,14 @@ class Link:
         if notify is not None:
             notify(self)  # e.g. a fast-path router's port that is now shaped
 
-    def down(self) -> None:
-        """Take the link down: both interfaces down, nothing passes."""
-        self.driver.set_up((self.intf1, self.intf2), False)
+    def down(self) -> int:
+        """Take the link down: both interfaces down, nothing passes. Returns when the
+        path was cut (CLOCK_REALTIME ns; an engine link's own instant)."""
+        return self.driver.set_up((self.intf1, self.intf2), False)
 
-    def up(self) -> None:
-        self.driver.set_up((self.intf1, self.intf2), True)
+    def up(self) -> int:
+        """Bring the link up; returns when the path was whole again."""
+        return self.driver.set_up((self.intf1, self.intf2), True)
 
     def schedule(self, steps: Iterable[Step], direction: str = "both") -> LinkSchedule:
         """Follow a timeline: ``(seconds from now, changes | "down" | "up")`` pairs."""

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
+from fidelnet.events import Event, Timeline
 from fidelnet.kernel import nic
+from fidelnet.measure import outage
 from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
-from fidelnet.measure.results import Flag, Trial, UdpResult, ZeroLossResult
+from fidelnet.measure.results import EventRecord, Flag, Trial, UdpResult, ZeroLossResult
 from fidelnet.measure.verdicts import judged, path_nodes, precheck, watch
 
 if TYPE_CHECKING:
@@ -135,14 +137,24 @@ def udp(
     mode: Mode = "udp",
     monitor: bool = True,
     interval_ms: int = 100,
+    events: Sequence[Event] = (),
 ) -> UdpResult:
     """Send ``rate_pps`` packets/s of ``size``-byte frames from ``src`` to ``dst`` for
     ``duration`` seconds and measure loss, one-way latency and the received rate
     (its series in ``interval_ms`` windows).
     With ``monitor`` (the default) the run is watched and the result carries its
-    verdict (:mod:`fidelnet.fidelity`)."""
+    verdict (:mod:`fidelnet.fidelity`). ``events`` (:mod:`fidelnet.events`) happen
+    at their ``at``, in seconds after the first packet is due, and each one's outage
+    is told from the packets (``result.events``, ``result.outages``)."""
     spec = TrafficSpec(rate_pps, size, duration, pattern, burst, flows, seed, mode=mode)
     spec.check()
+    timeline = Timeline(net, events) if events else None
+    if timeline is not None and timeline.last_at > duration:
+        raise ValidationError(
+            "events",
+            f"an event at {timeline.last_at:g} s is after the traffic's {duration:g} s",
+            timeline.last_at,
+        )
     s, d, addr, place = _prepare(net, src, dst, dst_addr, pin, sender_cpu, receiver_cpu, mode)
     nodes, shaped = path_nodes(net, src, dst) if monitor else ([], False)
     if monitor:
@@ -159,12 +171,61 @@ def udp(
             receiver_cpu=place.receiver,
             hdr_log=hdr_log,
             interval_ms=interval_ms,
+            on_start=_starter(timeline),
         )
         if mon is not None:
             mon.end()
+    if timeline is not None:
+        result = with_events(result, timeline)
     if mon is None:
         return result
     return judged(result, mon.record(), capacity_limited=shaped)
+
+
+def _starter(timeline: Timeline | None) -> Callable[[int], None] | None:
+    if timeline is None:
+        return None
+
+    def begin(t0_ns: int) -> None:
+        timeline.start(t0_ns)
+
+    return begin
+
+
+def with_events(result: UdpResult, timeline: Timeline) -> UdpResult:
+    """``result`` with what each event of ``timeline`` did and the outage after it."""
+    happened = timeline.wait(timeout=30.0)
+    t0 = timeline.t0_ns or 0
+    records = []
+    breaking = [h for h in happened if h.action not in ("up", "node_up")]
+    for h in happened:
+        rec: dict[str, object] = {}
+        if h in breaking:
+            later = [b.planned_ns for b in breaking if b.planned_ns > h.planned_ns]
+            got = outage.around(result, h.started_ns, min(later) if later else None)
+            rec = {
+                "outage_s": got.outage_s,
+                "lost": got.lost,
+                "late_packets": got.late,
+                "recovered": got.recovered,
+                "delay_s": got.delay_s,
+            }
+        records.append(
+            EventRecord(
+                name=h.name,
+                action=h.action,
+                target=h.target,
+                at_s=(h.planned_ns - t0) / 1e9,
+                late_s=h.late_s,
+                took_s=h.took_s,
+                effective_s=(h.effective_ns - t0) / 1e9 if h.effective_ns else None,
+                error=h.error,
+                **rec,  # type: ignore[arg-type]
+            )
+        )
+    first = min((h.planned_ns for h in happened), default=None)
+    kept = [] if first is None else outage.around(result, first).outages
+    return result.model_copy(update={"events": records, "outages": list(kept)})
 
 
 def _trial(result: UdpResult) -> Trial:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 from fidelnet.errors import MeasurementError, ValidationError
 from fidelnet.kernel import nic
 from fidelnet.measure import latency
-from fidelnet.measure.results import Flag, Interval, UdpFlowResult, UdpResult
+from fidelnet.measure.results import Flag, Gap, Interval, UdpFlowResult, UdpResult
 
 __all__ = [
     "MAX_SIZE",
@@ -143,6 +143,7 @@ def _recv_argv(
     cpu: int | None,
     hdr_log: bool,
     interval_ms: int = 100,
+    idle_stop: float = 0.5,
 ) -> list[str]:
     argv = [find_pktgen(), "recv"]
     for p in ports:
@@ -151,7 +152,7 @@ def _recv_argv(
         "--duration",
         f"{duration + 30.0:.3f}",
         "--idle-stop",
-        "0.5",
+        f"{idle_stop:g}",
         "--json",
         str(workdir / "recv.json"),
         "--ready",
@@ -167,7 +168,13 @@ def _recv_argv(
 
 
 def _send_argv(
-    addr: str, ports: list[int], spec: TrafficSpec, workdir: Path, cpu: int | None, seed: int
+    addr: str,
+    ports: list[int],
+    spec: TrafficSpec,
+    workdir: Path,
+    cpu: int | None,
+    seed: int,
+    start_at_ns: int | None = None,
 ) -> list[str]:
     argv = [find_pktgen(), "send"]
     for p in ports:
@@ -194,6 +201,8 @@ def _send_argv(
         argv += ["--batch", str(spec.batch)]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
+    if start_at_ns is not None:
+        argv += ["--start-at", str(start_at_ns)]
     return argv
 
 
@@ -282,9 +291,12 @@ def run(
     port: int | None = None,
     hdr_log: str | os.PathLike[str] | None = None,
     interval_ms: int = 100,
+    on_start: Callable[[int], None] | None = None,
 ) -> UdpResult:
     """Send ``spec`` from ``src`` to ``dst_addr`` (an address of ``dst``) and measure
-    what arrives (the rate series in ``interval_ms`` windows, 1..3600000). Raises
+    what arrives (the rate series in ``interval_ms`` windows, 1..3600000). With
+    ``on_start``, the first packet is due at a set instant (CLOCK_REALTIME ns, 50 ms
+    after the receiver is ready), which ``on_start`` gets before it comes. Raises
     MeasurementError if a tool fails; a rate the sender cannot reach is not an error
     but a ``rate_not_reached`` flag with the rate it reached."""
     spec.check()
@@ -304,6 +316,9 @@ def run(
                 receiver_cpu,
                 hdr_log is not None,
                 interval_ms,
+                # With events, an outage may outlast any idle time: the receiver
+                # is stopped once the sender is done instead.
+                spec.duration + 1.0 if on_start is not None else 0.5,
             ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -312,8 +327,12 @@ def run(
         try:
             _resolve_neighbour(src, dst_addr)
             _wait_ready(rx, work / "ready", dst.name)
+            start_at = None
+            if on_start is not None:
+                start_at = time.time_ns() + 50_000_000
+                on_start(start_at)
             tx = src.popen(
-                _send_argv(dst_addr, ports, spec, work, sender_cpu, seed),
+                _send_argv(dst_addr, ports, spec, work, sender_cpu, seed, start_at),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -333,7 +352,9 @@ def run(
                 )
             sent = _read_json(work / "send.json", "send", tx)
             try:
-                rx.wait(timeout=3.0)  # idle-stop ends it 0.5 s after the last packet
+                # idle-stop ends it 0.5 s after the last packet; with events, 0.5 s
+                # after the sender is done (the packets still on their way arrive).
+                rx.wait(timeout=3.0 if on_start is None else 0.5)
             except subprocess.TimeoutExpired:
                 _stop(rx)
             if rx.returncode != 0:
@@ -380,9 +401,34 @@ def _flows(
                 duplicates=int(r.get("duplicates", 0)),
                 reordered=int(r.get("reordered", 0)),
                 latency=latency.summary_from_json(r.get("latency"), r.get("latency_hdr")),
+                first_seq=_opt_int(r, "first_seq") if r.get("received") else None,
+                first_send_ns=_opt_int(r, "first_send_ns") if r.get("received") else None,
+                max_seq=_opt_int(r, "max_seq") if r.get("received") else None,
+                max_seq_send_ns=_opt_int(r, "max_seq_send_ns") if r.get("received") else None,
             )
         )
     return out
+
+
+def _opt_int(doc: dict[str, Any], key: str) -> int | None:
+    value = doc.get(key)
+    return int(value) if value is not None else None
+
+
+def _gaps(got: dict[str, Any]) -> list[Gap]:
+    return [
+        Gap(
+            flow=int(g["flow"]),
+            after_seq=int(g["after_seq"]),
+            after_send_ns=int(g["after_send_ns"]),
+            before_seq=int(g["before_seq"]),
+            before_send_ns=int(g["before_send_ns"]),
+            before_rx_ns=int(g["before_rx_ns"]),
+            lost=int(g["lost"]),
+            filled=int(g.get("filled", 0)),
+        )
+        for g in got.get("gaps", [])
+    ]
 
 
 def _intervals(got: dict[str, Any]) -> tuple[list[Interval], float]:
@@ -506,6 +552,10 @@ def combine(
             flows=flows,
             intervals=intervals,
             interval_s=step,
+            first_send_ns=_opt_int(sent, "first_send_ns"),
+            last_send_ns=_opt_int(sent, "last_send_ns"),
+            gaps=_gaps(got),
+            gaps_dropped=int(got.get("gaps_dropped", 0)),
             sender_cpu=sender_cpu,
             receiver_cpu=receiver_cpu,
             hdr_log=hdr_log,

@@ -107,6 +107,72 @@ class UdpFlowResult(_Model):
     duplicates: int
     reordered: int
     latency: LatencySummary
+    first_seq: int | None = None
+    """The first sequence number that arrived, and its send time (CLOCK_REALTIME ns)."""
+    first_send_ns: int | None = None
+    max_seq: int | None = None
+    """The highest sequence number that arrived, and its send time."""
+    max_seq_send_ns: int | None = None
+
+
+class Gap(_Model):
+    """A jump in one flow's sequence numbers at the receiver: ``after_seq`` arrived,
+    then ``before_seq``, with ``lost`` between them never arriving (``filled`` came
+    late). Send and receive times are CLOCK_REALTIME ns."""
+
+    flow: int
+    after_seq: int
+    after_send_ns: int
+    before_seq: int
+    before_send_ns: int
+    before_rx_ns: int
+    lost: int
+    filled: int = 0
+
+
+class Outage(_Model):
+    """Packets lost in a row, told from the packets (:mod:`fidelnet.measure.outage`):
+    from the first lost packet's send time to the send time of the first packet
+    received after it (to the end of sending when none was)."""
+
+    flow: int
+    start_ns: int
+    """When the first lost packet was sent (CLOCK_REALTIME ns; one packet interval
+    after the last one received before it)."""
+    end_ns: int
+    """When the first packet received after it was sent."""
+    start_s: float
+    """``start_ns`` in seconds after the traffic's first packet was sent."""
+    duration_s: float
+    lost: int
+    late: int = 0
+    """Packets of the outage that arrived late (reordered), not lost."""
+    recovered: bool = True
+    """False: no packet of the flow arrived after it."""
+
+
+class EventRecord(_Model):
+    """An event during a flow (:mod:`fidelnet.events`): when it was planned and how
+    late it started, and the outage told from the flow's packets after it (events
+    that bring something up have none)."""
+
+    name: str
+    action: str
+    target: str
+    at_s: float
+    """Planned, in seconds after the flow's first packet was due."""
+    late_s: float
+    took_s: float
+    effective_s: float | None = None
+    """When a link's path was actually cut or whole again, in seconds after the
+    flow's first packet was due (an engine link's own instant)."""
+    error: str | None = None
+    outage_s: float | None = None
+    lost: int | None = None
+    late_packets: int | None = None
+    recovered: bool | None = None
+    delay_s: float | None = None
+    """From the event to the first lost packet's send time."""
 
 
 class UdpResult(_Model):
@@ -137,6 +203,16 @@ class UdpResult(_Model):
     flows: list[UdpFlowResult]
     intervals: list[Interval]
     interval_s: float
+    first_send_ns: int | None = None
+    """When the first packet was sent (CLOCK_REALTIME ns)."""
+    last_send_ns: int | None = None
+    gaps: list[Gap] = Field(default_factory=list)
+    """Every jump in a flow's sequence numbers (at most 10,000; ``gaps_dropped`` more)."""
+    gaps_dropped: int = 0
+    events: list[EventRecord] = Field(default_factory=list)
+    """Events run during the flow, each with the outage it caused."""
+    outages: list[Outage] = Field(default_factory=list)
+    """Every outage after the first event (from the packets)."""
     sender_cpu: int | None = None
     receiver_cpu: int | None = None
     hdr_log: str | None = None

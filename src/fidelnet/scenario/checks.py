@@ -160,6 +160,8 @@ def _judge(check: m.Check, got: Measured) -> CheckOutcome:
         if got.jain is None:
             return _outcome(check, False, "one flow: no fairness index", f">= {check.min}")
         return _outcome(check, got.jain >= check.min, f"Jain {got.jain:.4f}", f">= {check.min:g}")
+    if isinstance(check, m.OutageCheck) and isinstance(got, UdpResult):
+        return _outage(check, got)
     if isinstance(check, m.ZeroLossRateCheck) and isinstance(got, ZeroLossResult):
         pps = got.ndr_pps if check.which == "ndr" else got.pdr_pps
         return _outcome(
@@ -175,6 +177,48 @@ def _judge(check: m.Check, got: Measured) -> CheckOutcome:
         message=f"check {check.type} cannot judge a {type(got).__name__}",
         classname=check.type,
     )
+
+
+def _outage(check: m.OutageCheck, got: UdpResult) -> CheckOutcome:
+    """The worst outage among the events judged (one, or every breaking one)."""
+    wanted = check.event
+    events = [
+        e
+        for e in got.events
+        if e.outage_s is not None and (wanted is None or e.name in (wanted, f"{wanted}:down"))
+    ]
+    expected = []
+    if check.max_s is not None:
+        expected.append(f"outage <= {check.max_s:g} s")
+    if check.lost is not None:
+        expected.append(f"<= {check.lost} lost")
+    if check.recovered:
+        expected.append("recovered")
+    if not events:
+        return _outcome(check, False, "no event that takes something down ran", ", ".join(expected))
+    failed = [f"{e.name}: {e.error}" for e in got.events if e.error]
+    worst = max(events, key=lambda e: (e.outage_s or 0.0, e.lost or 0))
+    outage_s, lost = worst.outage_s or 0.0, worst.lost or 0
+    ok = not failed
+    if check.max_s is not None and any((e.outage_s or 0.0) > check.max_s for e in events):
+        ok = False
+    if check.lost is not None and any((e.lost or 0) > check.lost for e in events):
+        ok = False
+    if check.recovered and not all(e.recovered for e in events):
+        ok = False
+    measured = (
+        f"outage {outage_s:.4f} s, {lost} lost, "
+        + ("recovered" if worst.recovered else "not recovered")
+        + f" (after {worst.name} at {worst.at_s:g} s)"
+    )
+    lines = [
+        f"{e.name} at {e.at_s:g} s (started {1e6 * e.late_s:.0f} us late): outage "
+        f"{e.outage_s or 0.0:.4f} s, {e.lost} lost, {e.late_packets} late, "
+        + ("recovered" if e.recovered else "not recovered")
+        for e in events
+    ]
+    lines += [f"event failed: {f}" for f in failed]
+    return _outcome(check, ok, measured, ", ".join(expected) or "events ran", "\n".join(lines))
 
 
 def _decided(check: m.Check, got: Measured) -> str:

@@ -45,9 +45,11 @@ from fidelnet.scenario.model_checks import (
     JainCheck,
     LatencyCheck,
     LossCheck,
+    OutageCheck,
     ReachabilityCheck,
     ZeroLossRateCheck,
 )
+from fidelnet.scenario.model_events import EventModel, event_problems
 from fidelnet.scenario.model_steps import (
     TRAFFIC_TYPES,
     FileSpec,
@@ -88,6 +90,7 @@ __all__ = [
     "Check",
     "CommandCheck",
     "Defaults",
+    "EventModel",
     "FileSpec",
     "FileStep",
     "GoodputCheck",
@@ -99,6 +102,7 @@ __all__ = [
     "LossCheck",
     "LossModel",
     "Node",
+    "OutageCheck",
     "Ping",
     "Pktgen",
     "ReachabilityCheck",
@@ -231,12 +235,24 @@ class Scenario(_Model):
             for sub, name in item.nodes():
                 node_ref(("traffic", i, *sub), name, "traffic sources and sinks")
             found += _pair_problems(("traffic", i), item)
+            if isinstance(item, Pktgen):
+                found += _event_problems(("traffic", i), item, built.spec)
         for i, check in enumerate(self.checks):
             if isinstance(check, CommandCheck):
                 node_ref(("checks", i, "node"), check.node, "commands")
                 continue
             found += _check_target(("checks", i), check, traffic_types, self)
         return found
+
+
+def _event_problems(path: Path, item: Pktgen, spec: TopologySpec) -> list[Problem]:
+    found = event_problems((*path, "events"), item.events, item.duration_s)
+    links = {frozenset((lk.a, lk.b)) for lk in spec.links}
+    names = sorted(f"{lk.a}-{lk.b}" for lk in spec.links)
+    for sub, (a, b) in item.links():
+        if frozenset((a, b)) not in links:
+            found.append(_unknown((*path, *sub), f"{a}-{b}", names, "link"))
+    return found
 
 
 def _unknown(path: Path, name: str, known: list[str], what: str) -> Problem:
@@ -302,6 +318,14 @@ def _check_target(
                 choices=fitting,
             )
         ]
+    if isinstance(check, OutageCheck):
+        target = scenario.traffic_named(name)
+        assert isinstance(target, Pktgen)
+        keys = [ev.key for ev in target.events]
+        if not keys:
+            return [Problem(f"{name!r} has no events to judge", (*path, "traffic"), value=name)]
+        if check.event is not None and check.event not in keys:
+            return [_unknown((*path, "event"), check.event, keys, "event")]
     if isinstance(check, GoodputCheck | JainCheck):
         target = scenario.traffic_named(name)
         assert isinstance(target, Iperf)

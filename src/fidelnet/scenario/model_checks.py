@@ -33,6 +33,7 @@ __all__ = [
     "JainCheck",
     "LatencyCheck",
     "LossCheck",
+    "OutageCheck",
     "ReachabilityCheck",
     "ZeroLossRateCheck",
 ]
@@ -129,6 +130,32 @@ class JainCheck(_CheckBase):
     """Least index, 0..1 (1: perfectly fair)."""
 
 
+class OutageCheck(_CheckBase):
+    """The outage a ``pktgen`` traffic's events caused, told from its packets: from
+    the first packet lost after an event to the first received after it (several
+    outages while a protocol reconverges count as one disruption)."""
+
+    type: Literal["outage"]
+    traffic: str
+    """A ``pktgen`` traffic with ``events``."""
+    event: str | None = None
+    """One event, by name; default: every event that takes something down (the
+    worst one is judged)."""
+    max: PositiveDuration | None = None
+    """Longest outage allowed: ``3s``."""
+    lost: Annotated[int, Field(ge=0)] | None = None
+    """Most packets that may be lost."""
+    recovered: bool = True
+    """The flow must come back (default); false accepts a flow that never does."""
+
+    def default_name(self) -> str:
+        return f"outage-{self.traffic}" + (f"-{self.event}" if self.event else "")
+
+    @property
+    def max_s(self) -> float | None:
+        return None if self.max is None else parse_duration("max", self.max)
+
+
 class ZeroLossRateCheck(_CheckBase):
     """The rate a ``zero_loss`` search found."""
 
@@ -184,6 +211,7 @@ Check = Annotated[
     | GoodputCheck
     | JainCheck
     | ZeroLossRateCheck
+    | OutageCheck
     | CommandCheck,
     Field(discriminator="type"),
 ]
@@ -195,6 +223,7 @@ CHECK_TYPES: tuple[str, ...] = (
     "goodput",
     "jain",
     "zero_loss_rate",
+    "outage",
     "command",
 )
 CHECK_TRAFFIC: dict[str, str] = {
@@ -204,5 +233,6 @@ CHECK_TRAFFIC: dict[str, str] = {
     "goodput": "iperf",
     "jain": "iperf",
     "zero_loss_rate": "zero_loss",
+    "outage": "pktgen",
 }
 """The traffic type each traffic check needs."""

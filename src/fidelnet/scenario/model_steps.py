@@ -37,6 +37,7 @@ from fidelnet.scenario.fields import (
     _Model,
     parse_pps,
 )
+from fidelnet.scenario.model_events import EventModel
 from fidelnet.topology.spec import TopologySpec
 from fidelnet.topology.units import parse_duration, parse_percent, parse_size
 
@@ -173,6 +174,9 @@ class Pktgen(_Model):
     """Sender mode: ``udp`` (default), ``gso`` or ``packet``."""
     seed: Annotated[int, Field(ge=0)] | None = None
     """Seed of the ``poisson`` pattern."""
+    events: list[EventModel] = Field(default_factory=list)
+    """Failures on purpose while it runs: links down, up, flapped or changed, nodes
+    down or up, commands (docs/events.md); ``outage`` checks judge what each did."""
 
     @property
     def rate_pps(self) -> float:
@@ -206,6 +210,15 @@ class Pktgen(_Model):
     def nodes(self) -> Iterator[tuple[Path, str]]:
         yield ("src",), self.src
         yield ("dst",), self.dst
+        for i, ev in enumerate(self.events):
+            if ev.node is not None:
+                yield ("events", i, "node"), ev.node
+
+    def links(self) -> Iterator[tuple[Path, tuple[str, str]]]:
+        """The links its events name."""
+        for i, ev in enumerate(self.events):
+            if ev.link is not None:
+                yield ("events", i, "link"), (ev.link[0], ev.link[1])
 
 
 def _window(value: Any) -> Any:

@@ -157,6 +157,7 @@ def _traffic(net: Network, item: m.Traffic, out: Path) -> Measured:
             seed=spec.seed,
             mode=spec.mode,
             hdr_log=str(out / f"{item.name}.hlog"),
+            events=[ev.to_event() for ev in item.events],
         )
     if isinstance(item, m.ZeroLoss):
         return zero_loss_rate(

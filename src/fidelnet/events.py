@@ -1,0 +1,268 @@
+"""Failures on purpose: a timeline of events on a running network.
+
+An :class:`Event` happens ``at`` seconds after the timeline's start: a link taken
+down, brought up, flapped (down, then up ``duration`` later), given new parameters,
+a node's links all taken down or up (the node fails or comes back), or a command run
+in a node. :class:`Timeline` checks every target before anything happens (an unknown
+link or node is a :class:`~fidelnet.errors.ValidationError` naming the valid ones),
+then runs the events on a thread: it sleeps until 2 ms before each one and spins the
+rest, so an event starts within tens of microseconds of its time on an idle core;
+what actually happened, when (CLOCK_REALTIME ns, the clock pktgen stamps packets
+with), and any error are recorded as :class:`Happened`.
+
+A pktgen flow given ``events`` (:func:`fidelnet.measure.packets.udp`) starts the
+timeline at the instant its first packet is due, so ``at`` is relative to the
+traffic, and the outage each event caused is told from the packets
+(:mod:`fidelnet.measure.outage`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from fidelnet.errors import FidelnetError, ValidationError
+from fidelnet.topology.spec import LinkParams
+
+if TYPE_CHECKING:
+    from fidelnet.links.link import Link
+    from fidelnet.network import Network
+    from fidelnet.nodes.node import Node
+
+__all__ = ["ACTIONS", "Event", "Happened", "Timeline", "find_link"]
+
+log = logging.getLogger(__name__)
+
+Action = Literal["down", "up", "flap", "set", "node_down", "node_up", "run"]
+ACTIONS: tuple[str, ...] = ("down", "up", "flap", "set", "node_down", "node_up", "run")
+_LINK_ACTIONS = ("down", "up", "flap", "set")
+_SPIN_S = 0.002
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event. Link actions name ``link`` (its two nodes, either order); node
+    actions name ``node``; ``run`` runs ``argv`` in ``node`` (waiting for it at most
+    ``timeout`` seconds); ``set`` applies ``params`` to both directions; ``flap``
+    is down now and up ``duration`` seconds later."""
+
+    at: float
+    action: Action
+    link: tuple[str, str] | None = None
+    node: str | None = None
+    argv: tuple[str, ...] = ()
+    params: LinkParams | None = None
+    duration: float | None = None
+    timeout: float = 10.0
+    name: str = ""
+
+    @property
+    def target(self) -> str:
+        if self.link is not None:
+            return f"{self.link[0]}-{self.link[1]}"
+        return self.node or ""
+
+    @property
+    def key(self) -> str:
+        return self.name or f"{self.action}-{self.target}@{self.at:g}s"
+
+
+@dataclass
+class Happened:
+    """What an event did: when it was planned, started and done (CLOCK_REALTIME
+    ns), when a link's path was actually cut or whole again (``effective_ns``: an
+    engine link's own instant; 0 for other events), its error (None: it worked) and
+    the ``output`` of a ``run``."""
+
+    name: str
+    action: str
+    target: str
+    planned_ns: int
+    started_ns: int = 0
+    done_ns: int = 0
+    effective_ns: int = 0
+    error: str | None = None
+    output: str = ""
+
+    @property
+    def late_s(self) -> float:
+        """How late it started (the timeline's own error)."""
+        return (self.started_ns - self.planned_ns) / 1e9
+
+    @property
+    def took_s(self) -> float:
+        return (self.done_ns - self.started_ns) / 1e9
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "target": self.target,
+            "planned_ns": self.planned_ns,
+            "started_ns": self.started_ns,
+            "done_ns": self.done_ns,
+            "effective_ns": self.effective_ns,
+            "late_s": self.late_s,
+            "took_s": self.took_s,
+            "error": self.error,
+        }
+
+
+def find_link(net: Network, a: str, b: str, where: str = "link") -> Link:
+    """The link between nodes ``a`` and ``b`` (either order); a ValidationError
+    naming the links there are when there is none, or more than one."""
+    found = [lk for lk in net.links if {lk.spec.a, lk.spec.b} == {a, b} and a != b]
+    if len(found) == 1:
+        return found[0]
+    choices = sorted(f"{lk.spec.a}-{lk.spec.b}" for lk in net.links)
+    if not found:
+        raise ValidationError(where, "no link between these nodes", f"{a}-{b}", choices)
+    raise ValidationError(
+        where, f"{len(found)} links join these nodes: name one by its interfaces", f"{a}-{b}"
+    )
+
+
+def _node(net: Network, name: str | None, where: str) -> Node:
+    if name is None or name not in net.nodes:
+        raise ValidationError(where, "unknown node", name, sorted(net.nodes))
+    return net.nodes[name]
+
+
+@dataclass
+class _Step:
+    at: float
+    event: Event
+    what: Literal["down", "up", "set", "node_down", "node_up", "run"]
+    name: str
+    link: Link | None = None
+    node: Node | None = None
+    done: list[Happened] = field(default_factory=list)
+
+
+def _steps(net: Network, events: Sequence[Event]) -> list[_Step]:
+    """Every event checked against the network and turned into steps (a flap into
+    two), in order of time; raises before anything happens."""
+    steps: list[_Step] = []
+    for i, ev in enumerate(events):
+        where = f"events[{i}]"
+        if ev.action not in ACTIONS:
+            raise ValidationError(f"{where}.action", "unknown action", ev.action, list(ACTIONS))
+        if not ev.at >= 0:
+            raise ValidationError(f"{where}.at", "must be a time >= 0 s", ev.at)
+        if ev.action in _LINK_ACTIONS:
+            if ev.link is None:
+                raise ValidationError(f"{where}.link", f"{ev.action} needs a link", None)
+            link = find_link(net, ev.link[0], ev.link[1], f"{where}.link")
+            if ev.action == "flap":
+                if ev.duration is None or not ev.duration > 0:
+                    raise ValidationError(
+                        f"{where}.for", "a flap needs a duration > 0", ev.duration
+                    )
+                steps.append(_Step(ev.at, ev, "down", f"{ev.key}:down", link=link))
+                steps.append(_Step(ev.at + ev.duration, ev, "up", f"{ev.key}:up", link=link))
+                continue
+            if ev.action == "set" and (ev.params is None or ev.params.is_empty()):
+                raise ValidationError(f"{where}.params", "set needs link parameters", ev.params)
+            what: Any = ev.action
+            steps.append(_Step(ev.at, ev, what, ev.key, link=link))
+        else:
+            node = _node(net, ev.node, f"{where}.node")
+            if ev.action == "run" and not ev.argv:
+                raise ValidationError(f"{where}.run", "run needs a command (argv list)", ev.argv)
+            what = ev.action
+            steps.append(_Step(ev.at, ev, what, ev.key, node=node))
+    steps.sort(key=lambda s: s.at)  # stable: events at the same time keep their order
+    return steps
+
+
+class Timeline:
+    """Events on ``net``, checked at once; :meth:`start` runs them on a thread."""
+
+    def __init__(self, net: Network, events: Sequence[Event]) -> None:
+        self.net = net
+        self.events = list(events)
+        self._steps = _steps(net, self.events)
+        self.happened: list[Happened] = []
+        self.t0_ns: int | None = None
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, t0_ns: int | None = None) -> Timeline:
+        """Run the events, ``at`` seconds after ``t0_ns`` (CLOCK_REALTIME; default:
+        now)."""
+        if self._thread is not None:
+            raise FidelnetError("this timeline has already started")
+        self.t0_ns = t0_ns if t0_ns is not None else time.time_ns()
+        self._thread = threading.Thread(target=self._run, name="fidelnet-events", daemon=True)
+        self._thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> list[Happened]:
+        """Wait for the last event (``timeout`` seconds at most: then the rest is
+        cancelled); returns what happened."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.cancel()
+        return self.happened
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def last_at(self) -> float:
+        return max((s.at for s in self._steps), default=0.0)
+
+    def _run(self) -> None:
+        assert self.t0_ns is not None
+        for step in self._steps:
+            planned = self.t0_ns + round(step.at * 1e9)
+            ahead = (planned - time.time_ns()) / 1e9 - _SPIN_S
+            if ahead > 0 and self._cancel.wait(ahead):
+                return
+            while time.time_ns() < planned:  # the last 2 ms: spin
+                if self._cancel.is_set():
+                    return
+            rec = Happened(step.name, step.what, step.event.target, planned)
+            rec.started_ns = time.time_ns()
+            try:
+                rec.output, rec.effective_ns = self._do(step)
+            except Exception as exc:  # recorded: the run goes on and says so
+                rec.error = str(exc) or type(exc).__name__
+                log.error("event %s: %s", step.name, rec.error)
+            rec.done_ns = time.time_ns()
+            self.happened.append(rec)
+
+    def _do(self, step: _Step) -> tuple[str, int]:
+        """Do one step; returns a command's output and, for a link going down or up,
+        when its path changed."""
+        ev = step.event
+        if step.link is not None:
+            if step.what == "down":
+                return "", step.link.down()
+            if step.what == "up":
+                return "", step.link.up()
+            assert ev.params is not None
+            new = {d: step.link.params(d).merged(ev.params) for d in ("ab", "ba")}
+            step.link.configure(new["ab"], new["ba"])
+            return "", 0
+        assert step.node is not None
+        if step.what in ("node_down", "node_up"):
+            for intf in step.node.intf_list():
+                intf.set_up(step.what == "node_up")
+            return "", 0
+        out, err, rc = step.node.pexec(list(ev.argv), timeout=ev.timeout)
+        if rc != 0:
+            raise FidelnetError(f"{' '.join(ev.argv)} exited {rc}: {(err or out).strip()[-300:]}")
+        return out, 0
+
+
+def shifted(events: Sequence[Event], by: float) -> list[Event]:
+    """The same events ``by`` seconds later."""
+    return [replace(e, at=e.at + by) for e in events]

@@ -1,0 +1,127 @@
+"""Outages told from the packets of a pktgen flow: when the loss began, how long it
+lasted, how many packets it took, and whether the flow came back.
+
+The receiver keeps every jump in a flow's sequence numbers with the send
+timestamps of the packets on both sides of it (:class:`~fidelnet.measure.results.Gap`).
+The first lost packet was sent one packet interval after the last one received
+before the jump (exactly, for a constant rate); the outage ends when the first
+packet received after it was sent. So an outage is known to within one packet
+interval, whatever the path's delay: both ends are send times, taken by the same
+clock. A flow whose last packets never arrived ends in an outage that did not
+recover.
+
+:func:`outages` lists them; :func:`around` sums up those that follow an event
+(a link taken down at a known time), which is what a scenario's ``outage`` check
+judges (:mod:`fidelnet.scenario.checks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fidelnet.measure.results import Outage, UdpResult
+
+__all__ = ["EventOutage", "around", "interval_ns", "outages"]
+
+
+def interval_ns(result: UdpResult) -> float:
+    """The time between two packets of one flow (the sender goes round-robin over
+    the flows at the requested rate)."""
+    flows = max(1, len(result.flows))
+    return flows * 1e9 / result.requested_pps if result.requested_pps > 0 else 0.0
+
+
+def outages(result: UdpResult, min_lost: int = 1) -> list[Outage]:
+    """Every run of at least ``min_lost`` packets lost in a row, in order of time."""
+    iv = round(interval_ns(result))
+    first = result.first_send_ns or 0
+    end = (result.last_send_ns or 0) + iv  # when the packet after the last would go
+    out: list[Outage] = []
+
+    def add(flow: int, start: int, stop: int, lost: int, late: int, recovered: bool) -> None:
+        stop = max(start, stop)
+        out.append(
+            Outage(
+                flow=flow,
+                start_ns=start,
+                end_ns=stop,
+                start_s=(start - first) / 1e9,
+                duration_s=(stop - start) / 1e9,
+                lost=lost,
+                late=late,
+                recovered=recovered,
+            )
+        )
+
+    for g in result.gaps:
+        if g.lost >= min_lost:
+            add(g.flow, g.after_send_ns + iv, g.before_send_ns, g.lost, g.filled, True)
+    for f in result.flows:
+        if f.sent == 0:
+            continue
+        if f.max_seq is None or f.max_seq_send_ns is None:
+            if f.sent >= min_lost:  # nothing of this flow arrived
+                add(f.id, first, end, f.sent, 0, False)
+            continue
+        if f.first_seq and f.first_send_ns is not None and f.first_seq >= min_lost:
+            start = f.first_send_ns - f.first_seq * iv
+            add(f.id, start, f.first_send_ns, f.first_seq, 0, True)
+        trailing = f.sent - 1 - f.max_seq
+        if trailing >= min_lost:
+            add(f.id, f.max_seq_send_ns + iv, max(end, f.max_seq_send_ns + iv), trailing, 0, False)
+    out.sort(key=lambda o: (o.start_ns, o.flow))
+    return out
+
+
+@dataclass(frozen=True)
+class EventOutage:
+    """What the flow went through after one event: ``outage_s`` from the first lost
+    packet's send time to the send time of the first packet received after the last
+    outage of the window (the whole disruption, several outages while a protocol
+    reconverges included); ``lost`` in all; ``recovered`` False when the flow never
+    came back in the window."""
+
+    at_ns: int
+    outages: tuple[Outage, ...]
+
+    @property
+    def outage_s(self) -> float:
+        if not self.outages:
+            return 0.0
+        start = min(o.start_ns for o in self.outages)
+        stop = max(o.end_ns for o in self.outages)
+        return (stop - start) / 1e9
+
+    @property
+    def lost(self) -> int:
+        return sum(o.lost for o in self.outages)
+
+    @property
+    def late(self) -> int:
+        return sum(o.late for o in self.outages)
+
+    @property
+    def recovered(self) -> bool:
+        return all(o.recovered for o in self.outages)
+
+    @property
+    def delay_s(self) -> float | None:
+        """From the event to the first lost packet's send time (negative when packets
+        already in flight towards the failure were lost); None without an outage."""
+        if not self.outages:
+            return None
+        return (min(o.start_ns for o in self.outages) - self.at_ns) / 1e9
+
+
+def around(result: UdpResult, at_ns: int, until_ns: int | None = None) -> EventOutage:
+    """The outages of ``result`` that an event at ``at_ns`` (CLOCK_REALTIME) may have
+    caused: those starting from just before it (packets already in flight towards
+    the failure: the largest one-way latency seen, plus one interval) up to
+    ``until_ns`` (the next event; default: the end of the traffic)."""
+    slack = (result.latency.max_ns or 0) + interval_ns(result)
+    found = tuple(
+        o
+        for o in outages(result)
+        if at_ns - slack <= o.start_ns and (until_ns is None or o.start_ns < until_ns)
+    )
+    return EventOutage(at_ns, found)

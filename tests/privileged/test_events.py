@@ -1,0 +1,76 @@
+"""Events on a running network, and the outage each one causes told from the packets:
+an engine link flapped for 2 s under 10 kpps, a switch port taken down for good,
+bad events refused before anything happens."""
+
+from __future__ import annotations
+
+import pytest
+
+from fidelnet import Network
+from fidelnet.errors import ValidationError
+from fidelnet.events import Event, Timeline
+from fidelnet.measure.packets import udp
+from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+
+pytestmark = pytest.mark.privileged
+
+RATE = 10_000
+GAP_S = 1 / RATE
+
+
+def _spec(engine: bool) -> TopologySpec:
+    """h1 - s1 - h2; the s1-h2 link on the engine when asked."""
+    t = TopologySpec()
+    t.ipv6 = False
+    t.add_node(NodeSpec("s1", kind="switch"))
+    t.add_node(NodeSpec("h1"))
+    t.add_node(NodeSpec("h2"))
+    t.add_link(LinkSpec("h1", "s1"))
+    t.add_link(LinkSpec("s1", "h2", backend="engine" if engine else None))
+    return t
+
+
+def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
+    with Network(_spec(engine=True)) as net:
+        flap = Event(at=1.0, action="flap", link=("s1", "h2"), duration=2.0, name="cut")
+        res = udp(net, "h1", "h2", RATE, duration=4.0, events=[flap], monitor=False)
+        down, up = res.events
+        assert (down.name, down.action, up.action) == ("cut:down", "down", "up")
+        assert down.error is None and up.error is None
+        assert down.at_s == pytest.approx(1.0) and up.at_s == pytest.approx(3.0)
+        assert 0 <= down.late_s < 0.005 and 0 <= up.late_s < 0.005
+        # The truth: the engine's own instants of cutting and restoring the path.
+        assert down.effective_s is not None and up.effective_s is not None
+        truth = up.effective_s - down.effective_s
+        assert down.outage_s is not None
+        assert abs(down.outage_s - truth) <= GAP_S, (down.outage_s, truth)
+        assert abs(down.outage_s - 2.0) < 0.002
+        assert down.recovered and down.lost is not None
+        assert abs(down.lost - 2.0 * RATE) <= 20
+        assert len(res.outages) == 1 and res.outages[0].lost == down.lost
+        assert res.lost == down.lost  # nothing else was lost
+
+
+def test_a_link_that_stays_down_is_an_outage_that_did_not_recover() -> None:
+    with Network(_spec(engine=False)) as net:
+        cut = Event(at=0.5, action="down", link=("h2", "s1"))
+        res = udp(net, "h1", "h2", RATE, duration=1.5, events=[cut], monitor=False)
+        (ev,) = res.events
+        assert ev.error is None and ev.recovered is False
+        assert ev.outage_s is not None and abs(ev.outage_s - 1.0) < 0.01
+        assert ev.lost is not None and abs(ev.lost - RATE) <= 20
+
+
+def test_bad_events_are_refused_before_anything_happens() -> None:
+    with Network(_spec(engine=False)) as net:
+        with pytest.raises(ValidationError, match="no link between") as err:
+            Timeline(net, [Event(at=1.0, action="down", link=("h1", "h2"))])
+        assert "h1-s1" in str(err.value)  # the links there are
+        with pytest.raises(ValidationError, match="unknown node"):
+            Timeline(net, [Event(at=1.0, action="node_down", node="h9")])
+        with pytest.raises(ValidationError, match="duration"):
+            Timeline(net, [Event(at=1.0, action="flap", link=("h1", "s1"))])
+        with pytest.raises(ValidationError, match="after the traffic"):
+            udp(net, "h1", "h2", 1000, duration=1.0, events=[Event(at=2.0, action="down",
+                link=("h1", "s1"))], monitor=False)  # fmt: skip
+        assert all(i.is_up() for n in net.nodes.values() for i in n.intf_list())

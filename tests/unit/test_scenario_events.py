@@ -1,0 +1,94 @@
+"""Scenario events and outage checks: what validates, and each mistake named with
+its place, before anything is built."""
+
+from __future__ import annotations
+
+import pytest
+
+from fidelnet.scenario import ScenarioError, loads
+from fidelnet.scenario.model import Pktgen
+
+HEAD = """\
+name: ev
+topology:
+  nodes: {s1: {kind: switch}, h1: {}, h2: {}}
+  links: [{a: h1, b: s1}, {a: s1, b: h2}]
+traffic:
+  - name: load
+    type: pktgen
+    src: h1
+    dst: h2
+    rate: 1kpps
+    duration: 4s
+    events:
+"""
+
+
+def _problems(events: str, checks: str = "") -> list[str]:
+    text = HEAD + events + (("checks:\n" + checks) if checks else "")
+    with pytest.raises(ScenarioError) as info:
+        loads(text, "ev.yaml")
+    return [p.format() for p in info.value.problems]
+
+
+def test_events_and_an_outage_check_validate() -> None:
+    sc = loads(
+        HEAD
+        + "      - {name: cut, at: 1s, action: flap, link: [h2, s1], duration: 2s}\n"
+        + "      - {at: 3500ms, action: node_down, node: h2}\n"
+        + "checks:\n  - {type: outage, traffic: load, event: cut, max: 3s}\n",
+        "ev.yaml",
+    )
+    item = sc.traffic[0]
+    assert isinstance(item, Pktgen)
+    events = [e.to_event() for e in item.events]
+    assert events[0].duration == 2.0 and events[0].link == ("h2", "s1")
+    assert events[1].key == "node_down-h2@3.5s"
+    assert sc.checks[0].key == "outage-load-cut"
+
+
+@pytest.mark.parametrize(
+    ("events", "fragment"),
+    [
+        ("      - {at: 1s, action: down, link: [h1, h2]}\n",
+         "ev.yaml:13:32: traffic[0].events[0].link: unknown link, did you mean 's1-h2'? "
+         "(got 'h1-h2'; valid: h1-s1, s1-h2)"),
+        ("      - {at: 1s, action: node_down, node: h9}\n",
+         "ev.yaml:13:37: traffic[0].events[0].node: unknown node (got 'h9'; valid: s1, h1, h2)"),
+        ("      - {at: 1s, action: flap, link: [h1, s1]}\n",
+         "ev.yaml:13:9: traffic[0].events[0].duration: a flap, and only a flap, has a duration"),
+        ("      - {at: 1s, action: down, node: h1}\n",
+         "ev.yaml:13:9: traffic[0].events[0].link: a down event needs the link"),
+        ("      - {at: 3s, action: flap, link: [h1, s1], duration: 2s}\n",
+         "ev.yaml:13:48: traffic[0].events[0].duration: ends at 5 s, after the traffic's 4 s"),
+        ("      - {at: 5s, action: down, link: [h1, s1]}\n",
+         "ev.yaml:13:10: traffic[0].events[0].at: ends at 5 s, after the traffic's 4 s"),
+        ("      - {at: 1s, action: down, link: [h1, s1]}\n"
+         "      - {at: 2s, action: down, link: [s1, h1]}\n",
+         "ev.yaml:14:18: traffic[0].events[1].action: the link is already down (events[0])"),
+        ("      - {at: 1s, action: flap, link: [h1, s1], duration: 2s}\n"
+         "      - {at: 2s, action: up, link: [h1, s1]}\n",
+         "ev.yaml:14:18: traffic[0].events[1].action: the link is flapping until 3 s"),
+        ("      - {at: 1s, action: up, link: [h1, s1]}\n",
+         "ev.yaml:13:18: traffic[0].events[0].action: the link is already up"),
+        ("      - {at: 1s, action: run, node: h1}\n",
+         "ev.yaml:13:9: traffic[0].events[0].run: a run, and only a run, has a command"),
+        ("      - {at: 1s, action: set, link: [h1, s1]}\n",
+         "ev.yaml:13:9: traffic[0].events[0].params: a set, and only a set, has params"),
+    ],
+)  # fmt: skip
+def test_a_bad_event_is_named_with_its_place(events: str, fragment: str) -> None:
+    found = _problems(events)
+    assert len(found) == 1, found
+    assert found[0].startswith(fragment), found[0]
+
+
+def test_an_outage_check_needs_events_and_a_known_event() -> None:
+    found = _problems(
+        "      - {name: cut, at: 1s, action: down, link: [h1, s1]}\n",
+        "  - {type: outage, traffic: load, event: cat}\n",
+    )
+    assert found == ["ev.yaml:15:35: checks[0].event: unknown event (got 'cat'; valid: cut)"]
+    text = HEAD.replace("    events:\n", "") + "checks:\n  - {type: outage, traffic: load}\n"
+    with pytest.raises(ScenarioError, match="'load' has no events to judge"):
+        loads(text, "ev.yaml")
