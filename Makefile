@@ -1,7 +1,7 @@
 # fidelnet: one command each to install, run, check, test and benchmark.
 #
 #   make run        install, then run the default scenario (7-node line) and print its report
-#   make test       install (plus Debian's mininet: its examples are tests), check, cargo test, pytest
+#   make test       install (plus Debian's mininet: its examples are tests; BIRD 2), check, cargo test, pytest
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
 #   make bench      install (plus Debian's mininet as the peer), then bench/
 #   make bench-scale  install, then bench/scale.py (time per node to 10,000 nodes)
@@ -47,6 +47,8 @@ APT_RUST     := $(if $(filter debian-12,$(OS_RELEASE)),\
                   cargo rustc rustfmt rust-clippy)
 # The benchmark's peer: stock Mininet, whose LinuxBridge needs brctl.
 APT_BENCH    := mininet bridge-utils
+# What tests run in nodes besides: BIRD 2 for the OSPF failover scenario (issue 15).
+APT_TEST     := $(APT_BENCH) bird2
 HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
 APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 
@@ -109,7 +111,7 @@ check: venv
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
-test: APT_EXTRA = $(APT_BENCH)
+test: APT_EXTRA = $(APT_TEST)
 test: install check
 	$(CARGO) test --workspace --locked
 	$(VENV_PATH) $(VENV)/bin/pytest tests

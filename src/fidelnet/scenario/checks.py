@@ -18,8 +18,6 @@ while the engine's queues dropped nothing (:mod:`fidelnet.fidelity.bounds`).
 
 from __future__ import annotations
 
-import re
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -31,6 +29,7 @@ from fidelnet.measure import latency as lat
 from fidelnet.measure.results import Flag, TcpResult, UdpResult, ZeroLossResult
 from fidelnet.report.junit import CheckOutcome
 from fidelnet.scenario import model as m
+from fidelnet.scenario.retry import try_until
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -271,17 +270,25 @@ def _command(net: Network, check: m.CommandCheck) -> CheckOutcome:
     pattern = check.output_re
     if pattern is not None:
         expected.append(f"output matching /{pattern.pattern}/")
-    try:
-        out, err, rc = net[check.node].pexec(list(check.run), timeout=check.timeout_s)
-    except subprocess.TimeoutExpired:
-        return _outcome(
-            check, False, f"no exit within {check.timeout_s:g} s", ", ".join(expected), t0=t0
-        )
-    ok = check.exit_code is None or rc == check.exit_code
-    if pattern is not None and re.search(pattern, out) is None:
-        ok = False
-    tail = (out.strip()[-400:] + ("\nstderr: " + err.strip()[-400:] if err.strip() else "")).strip()
-    return _outcome(check, ok, f"exit {rc}", ", ".join(expected) or "runs", tail, t0)
+    if check.wait_s is not None:
+        expected.append(f"within {check.wait_s:g} s")
+    got = try_until(
+        net,
+        check.node,
+        check.run,
+        expect_exit=check.exit_code,
+        output=pattern,
+        timeout_s=check.timeout_s,
+        wait_s=check.wait_s,
+        interval_s=check.interval_s,
+    )
+    measured = f"no exit within {check.timeout_s:g} s" if got.rc is None else f"exit {got.rc}"
+    if got.summary():
+        measured += f", {'passed' if got.ok else 'still failing'} {got.summary()}"
+    tail = (
+        got.out.strip()[-400:] + ("\nstderr: " + got.err.strip()[-400:] if got.err.strip() else "")
+    ).strip()
+    return _outcome(check, got.ok, measured, ", ".join(expected) or "runs", tail, t0)
 
 
 def evaluate(

@@ -267,6 +267,17 @@ def _argv(value: Any) -> Any:
     return value
 
 
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise _fail(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_regex)]
+"""A regular expression (Python syntax)."""
+
 Argv = Annotated[
     list[str],
     BeforeValidator(_argv),

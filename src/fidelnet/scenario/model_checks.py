@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from fidelnet.scenario.fields import (
     Argv,
@@ -18,7 +18,7 @@ from fidelnet.scenario.fields import (
     Percent,
     PositiveDuration,
     Rate,
-    _fail,
+    Regex,
     _Model,
     parse_pps,
 )
@@ -172,14 +172,6 @@ class ZeroLossRateCheck(_CheckBase):
         return parse_pps("min", self.min)
 
 
-def _regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise _fail(f"not a valid regular expression: {exc}") from None
-    return value
-
-
 class CommandCheck(_CheckBase):
     """A command run in a node after the traffic: its exit code and output."""
 
@@ -190,10 +182,15 @@ class CommandCheck(_CheckBase):
     """The program and its arguments as a list."""
     exit_code: Annotated[int, Field(ge=0, le=255)] | None = 0
     """Required exit code (default 0); null accepts any."""
-    output: Annotated[str, AfterValidator(_regex)] | None = None
+    output: Regex | None = None
     """A regular expression (Python syntax) its standard output must contain."""
     timeout: PositiveDuration = "10s"
     """How long it may run."""
+    wait: PositiveDuration | None = None
+    """Retry it until it passes or this long has passed (``30s``): how long it took
+    is reported ("passed after 4.2 s"). Default: one try."""
+    interval: PositiveDuration = "500ms"
+    """Time between tries when it waits."""
 
     @property
     def output_re(self) -> re.Pattern[str] | None:
@@ -202,6 +199,14 @@ class CommandCheck(_CheckBase):
     @property
     def timeout_s(self) -> float:
         return parse_duration("timeout", self.timeout)
+
+    @property
+    def wait_s(self) -> float | None:
+        return None if self.wait is None else parse_duration("wait", self.wait)
+
+    @property
+    def interval_s(self) -> float:
+        return parse_duration("interval", self.interval)
 
 
 Check = Annotated[

@@ -31,6 +31,7 @@ from fidelnet.scenario.fields import (
     PacketRate,
     Percent,
     PositiveDuration,
+    Regex,
     _fail,
     _fail_at,
     _JsonSchema,
@@ -103,10 +104,27 @@ class RunStep(_Model):
     """The exit code that counts as success (default 0)."""
     timeout: PositiveDuration = "10s"
     """How long it may run (default 10s)."""
+    output: Regex | None = None
+    """A regular expression its standard output must contain (a route present, a
+    session established)."""
+    wait: PositiveDuration | None = None
+    """Retry it until it succeeds or this long has passed (``30s``): a condition to
+    wait for before the traffic (a port listening, a route present); how long it
+    took is recorded. Default: one try."""
+    interval: PositiveDuration = "500ms"
+    """Time between tries when it waits."""
 
     @property
     def timeout_s(self) -> float:
         return parse_duration("timeout", self.timeout)
+
+    @property
+    def wait_s(self) -> float | None:
+        return None if self.wait is None else parse_duration("wait", self.wait)
+
+    @property
+    def interval_s(self) -> float:
+        return parse_duration("interval", self.interval)
 
 
 class FileStep(_Model):

@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -33,6 +34,7 @@ from fidelnet.measure.verdicts import use_thresholds
 from fidelnet.report.junit import CheckOutcome, SuiteOutcome
 from fidelnet.scenario import model as m
 from fidelnet.scenario.checks import Measured, PingResult, TrafficFailure, evaluate
+from fidelnet.scenario.retry import try_until
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -58,6 +60,7 @@ class ScenarioRun:
     run_id: str = ""
     seed: int | None = None
     setup_error: str | None = None
+    setup_waits: list[str] = field(default_factory=list)
 
     def verdicts(self) -> dict[str, Verdict]:
         """The verdict of each timed measurement, by traffic name."""
@@ -94,6 +97,7 @@ class ScenarioRun:
                 "run_id": self.run_id,
                 "seed": "" if self.seed is None else str(self.seed),
                 "results": str(self.out),
+                **{f"setup.{i}": text for i, text in enumerate(self.setup_waits)},
             },
         )
 
@@ -102,23 +106,64 @@ class ScenarioRun:
         return all(c.status in ("passed", "skipped") for c in self.checks)
 
 
-def _setup(net: Network, steps: list[m.SetupStep]) -> None:
+def _write_file(step: m.FileStep, created: list[Path]) -> None:
+    """Write a setup file; every directory and file that did not exist before is
+    added to ``created`` first (the run removes them at its end)."""
+    path = Path(step.file.path)
+    missing = [d for d in reversed(path.parents) if not d.exists()]
+    for d in missing:
+        created.append(d)
+        d.mkdir()
+    if not path.exists():
+        created.append(path)
+    path.write_text(step.file.content)
+    os.chmod(path, int(step.file.mode, 8))
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove what :func:`_write_file` created, newest first; a directory the run
+    created goes with whatever its programs left in it (sockets, pid files)."""
+    for path in reversed(created):
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+
+def _setup(net: Network, steps: list[m.SetupStep], created: list[Path]) -> list[str]:
+    """Run the setup steps; returns what each step that waited took."""
+    waited: list[str] = []
     for i, step in enumerate(steps):
         if isinstance(step, m.FileStep):
-            path = Path(step.file.path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(step.file.content)
-            os.chmod(path, int(step.file.mode, 8))
+            _write_file(step, created)
             continue
-        try:
-            out, err, rc = net[step.node].pexec(list(step.run), timeout=step.timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            raise FidelnetError(f"setup[{i}] on {step.node}: {step.run} timed out") from exc
-        if rc != step.expect_exit:
+        got = try_until(
+            net,
+            step.node,
+            step.run,
+            expect_exit=step.expect_exit,
+            output=re.compile(step.output) if step.output is not None else None,
+            timeout_s=step.timeout_s,
+            wait_s=step.wait_s,
+            interval_s=step.interval_s,
+        )
+        what = f"setup[{i}] on {step.node}: {' '.join(step.run)}"
+        if not got.ok:
+            if got.rc is None:
+                why = f"timed out after {step.timeout_s:g} s"
+            else:
+                why = f"exited {got.rc}, expected {step.expect_exit}"
+                if step.output is not None and got.rc == step.expect_exit:
+                    why = f"output did not match /{step.output}/"
+            within = f" (still failing after {got.seconds:.1f} s, {got.tries} tries)"
             raise FidelnetError(
-                f"setup[{i}] on {step.node}: {' '.join(step.run)} exited {rc}, expected "
-                f"{step.expect_exit}: {(err or out).strip()[-400:]}"
+                f"{what} {why}{within if step.wait_s else ''}: "
+                f"{(got.err or got.out).strip()[-400:]}"
             )
+        if step.wait_s is not None:
+            waited.append(f"{what}: held after {got.seconds:.2f} s ({got.tries} tries)")
+    return waited
 
 
 def _ping(net: Network, item: m.Ping) -> PingResult:
@@ -245,17 +290,36 @@ def run_scenario(
 ) -> ScenarioRun:
     """One run on a fresh network. Setup failures and traffic failures become
     ``error`` outcomes of the checks they affect; the network is always torn down.
-    Every timed measurement is monitored and judged with ``thresholds``."""
-    from fidelnet.network import Network
-
+    Every timed measurement is monitored and judged with ``thresholds``. Files and
+    directories the setup created are removed at the end."""
     t0 = time.monotonic()
     run = ScenarioRun(scenario.name, index, out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"{scenario.name}: building")
+    created: list[Path] = []
+    try:
+        _run_on_network(scenario, run, out, created, say, pcap, thresholds)
+    finally:
+        _remove_created(created)  # after the network's processes are gone
+    run.seconds = time.monotonic() - t0
+    return run
+
+
+def _run_on_network(
+    scenario: m.Scenario,
+    run: ScenarioRun,
+    out: Path,
+    created: list[Path],
+    say: Say,
+    pcap: bool,
+    thresholds: Thresholds,
+) -> None:
+    from fidelnet.network import Network
+
     with Network(scenario.topology_spec(), command=f"fidelnet test {scenario.name}") as net:
         run.run_id, run.seed = net.run_id, net.seed
         try:
-            _setup(net, scenario.setup)
+            run.setup_waits = _setup(net, scenario.setup, created)
         except FidelnetError as exc:
             run.setup_error = str(exc)
         if run.setup_error is None:
@@ -283,5 +347,3 @@ def run_scenario(
                 CheckOutcome(name=c.key, status="error", message=run.setup_error, classname=c.type)
                 for c in scenario.checks
             ]
-    run.seconds = time.monotonic() - t0
-    return run

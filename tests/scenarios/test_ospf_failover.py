@@ -1,0 +1,67 @@
+"""Issue 15's scenario end to end: OSPF (BIRD 2) on a triangle of routers, a link
+cut for 5 s under a pktgen flow; the outage and the route's return measured in the
+JUnit file, and the same scenario with an impossible bound failing with the measured
+value beside the expected one. Nothing is left behind: BIRD ends with the run, the
+setup's directory is removed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fidelnet.report.junit import parse_junit
+
+pytestmark = pytest.mark.privileged
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ospf-failover.yaml"
+WORKDIR = Path("/tmp/fidelnet-ospf-failover")
+
+
+@pytest.fixture(autouse=True)
+def _needs() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (creates network namespaces)")
+    if shutil.which("bird") is None:
+        pytest.fail("BIRD 2 is missing: `make test` installs it (apt-get install bird2)")
+
+
+def _bird_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-x", "bird"], capture_output=True, text=True, check=False)
+    return {int(p) for p in out.stdout.split()}
+
+
+def test_ospf_failover_passes_and_an_impossible_bound_fails(tmp_path: Path) -> None:
+    strict = tmp_path / "ospf-strict.yaml"
+    text = EXAMPLE.read_text().replace("name: ospf-failover", "name: ospf-failover-strict")
+    strict.write_text(text.replace("max: 3s, recovered: true", "max: 1ms, recovered: true"))
+    before = _bird_pids()
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "test", str(EXAMPLE), str(strict),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stdout + p.stderr
+    suites = {s.name: s for s in parse_junit(tmp_path / "out" / "junit.xml")}
+    good = {c.name: c for c in suites["ospf-failover"].checks}
+    assert {c.status for c in good.values()} == {"passed"}, good
+    outage = good["outage-load-cut"]
+    # "outage 0.8123 s, 4061 lost, recovered (after cut:down at 2 s)"
+    seconds = float(outage.measured.split()[1])
+    assert 0 < seconds <= 3.0, outage.measured
+    assert "recovered" in outage.measured and "cut:down" in outage.detail
+    route = good["command-r1"]
+    assert route.status == "passed"
+    bad = {c.name: c for c in suites["ospf-failover-strict"].checks}["outage-load-cut"]
+    assert bad.status == "failed" and bad.expected == "outage <= 0.001 s, recovered"
+    assert bad.measured.startswith("outage ") and float(bad.measured.split()[1]) > 0.001
+    assert "FAILED ospf-failover-strict: outage-load-cut: measured outage " in p.stdout
+    # The setup's waits are in the suite's properties.
+    waits = [v for k, v in suites["ospf-failover"].properties.items() if k.startswith("setup.")]
+    assert len(waits) == 1 and "held after" in waits[0], suites["ospf-failover"].properties
+    assert _bird_pids() <= before  # every BIRD ended with its run
+    assert not WORKDIR.exists()
