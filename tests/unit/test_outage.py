@@ -3,6 +3,9 @@ interval, lost packets, late ones, flows that never came back, events' windows."
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 
 from fidelnet.measure import outage
@@ -87,3 +90,40 @@ def test_around_an_event_sums_what_followed_it_until_the_next_one() -> None:
     assert got.lost == 599 and got.recovered and got.delay_s == pytest.approx(0.0)
     assert outage.around(res, T0 + 25_000 * IV).outages == ()
     assert outage.around(res, T0 + 25_000 * IV).outage_s == 0.0
+
+
+def test_the_report_plots_a_flow_around_its_events(tmp_path: Any) -> None:
+    from fidelnet.measure.results import EventRecord, Interval
+    from fidelnet.report import plots
+
+    res = _result([_gap(9_999, 29_999)])
+    ivs = [
+        Interval(t_s=i * 0.1, packets=0 if 10 <= i < 30 else 1000, frame_bytes=64_000,
+                 rate_pps=0.0 if 10 <= i < 30 else 10_000.0, rate_bps=5.12e6,
+                 latency_max_ns=None if 10 <= i < 30 else 90_000, latency_p50_ns=50_000,
+                 latency_p99_ns=None if 10 <= i < 30 else 80_000)
+        for i in range(30)
+    ]  # fmt: skip
+    res = res.model_copy(
+        update={
+            "intervals": ivs,
+            "outages": outage.outages(res),
+            "events": [
+                EventRecord(name="cut:down", action="down", target="s1-h2", at_s=1.0,
+                            late_s=3e-5, took_s=7e-4, effective_s=1.0, outage_s=2.0,
+                            lost=19_999, late_packets=0, recovered=True),
+                EventRecord(name="cut:up", action="up", target="s1-h2", at_s=3.0,
+                            late_s=3e-5, took_s=7e-4, effective_s=3.0),
+            ],
+        }
+    )  # fmt: skip
+    fig = plots.around_events_figure("load", res)
+    rate_ax, lat_ax = fig.axes[:2]
+    assert len(plots.series_lines(fig)) == 1  # the rate
+    assert len([ln for ln in lat_ax.get_lines() if ln.get_gid() == "series"]) == 2  # p99, max
+    assert len(rate_ax.patches) == 1  # the outage, shaded
+    spans = rate_ax.patches[0].get_extents()
+    assert spans.width > 0
+    dotted = [ln for ln in rate_ax.get_lines() if ln.get_linestyle() == ":"]
+    assert [float(np.asarray(ln.get_xdata())[0]) for ln in dotted] == [1.0, 3.0]
+    assert plots.around_events("load", res, tmp_path / "ev.png").is_file()

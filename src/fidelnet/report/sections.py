@@ -130,6 +130,38 @@ def _udp(label: str, slug: str, rf: ResultFile, r: UdpResult, plot: Plots) -> li
                 ),
             )
         )
+    if r.events:
+        out.append("<h3>Events</h3>")
+        out.append(
+            table(
+                ["event", "action", "target", "at", "late", "outage", "lost", "late pkts", "back"],
+                [
+                    [
+                        ev.name,
+                        ev.action,
+                        ev.target,
+                        f"{ev.at_s:g} s",
+                        fmt.ns(ev.late_s * 1e9),
+                        "" if ev.outage_s is None else f"{ev.outage_s:.4f} s",
+                        "" if ev.lost is None else fmt.count(ev.lost),
+                        "" if ev.late_packets is None else fmt.count(ev.late_packets),
+                        "" if ev.recovered is None else ("yes" if ev.recovered else "no"),
+                    ]
+                    + ([f"error: {ev.error}"] if ev.error else [])
+                    for ev in r.events
+                ],
+            )
+        )
+        figs.append(
+            plot.figure(
+                "events",
+                slug,
+                f"Received rate and latency around the events of {label}",
+                "Received rate and latency per interval; events as dotted lines, outages "
+                "told from the packets shaded.",
+                lambda p: plots.around_events(label, r, p, svg=plot.svg),
+            )
+        )
     if any(i.latency_max_ns is not None for i in r.intervals):
         figs.append(
             plot.figure(

@@ -19,6 +19,8 @@ result)``; each result gives one data line, and data lines carry ``gid="series"`
 - :func:`tcp_goodput`: receiver goodput per flow and interval, warm-up shaded, the
   bottleneck's capacity as a line (a last interval shorter than half a step left
   out: :func:`tcp_points`).
+- :func:`around_events`: a flow with events: received rate and p99/max latency per
+  interval, each event a vertical line, each outage (from the packets) shaded.
 - :func:`cpu_per_core`: what each core did while the measurement ran (the run
   monitor's record): user, system, softirq, irq, steal stacked, the measured
   traffic's window shaded, the CPU pressure as a line.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from fidelnet.report.plots.base import save, series_lines
 from fidelnet.report.plots.cpu import cpu_per_core, cpu_per_core_figure
+from fidelnet.report.plots.events import around_events, around_events_figure
 from fidelnet.report.plots.latency import (
     LatencySource,
     hdr_percentiles,
@@ -53,6 +56,8 @@ from fidelnet.report.plots.rates import (
 
 __all__ = [
     "LatencySource",
+    "around_events",
+    "around_events_figure",
     "cpu_per_core",
     "cpu_per_core_figure",
     "hdr_percentiles",
