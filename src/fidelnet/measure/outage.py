@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from fidelnet.measure.results import Outage, UdpResult
 
-__all__ = ["EventOutage", "around", "interval_ns", "outages"]
+__all__ = ["EventOutage", "LatencyAround", "around", "interval_ns", "latency_around", "outages"]
 
 
 def interval_ns(result: UdpResult) -> float:
@@ -125,3 +125,33 @@ def around(result: UdpResult, at_ns: int, until_ns: int | None = None) -> EventO
         if at_ns - slack <= o.start_ns and (until_ns is None or o.start_ns < until_ns)
     )
     return EventOutage(at_ns, found)
+
+
+@dataclass(frozen=True)
+class LatencyAround:
+    """The worst per-interval p99 latency in the second before an event, the worst
+    latency of the intervals from the event to one interval after its outage ended,
+    and the worst p99 in the second after that (ns; None without packets there)."""
+
+    before_p99_ns: int | None
+    during_max_ns: int | None
+    after_p99_ns: int | None
+
+
+def latency_around(result: UdpResult, at_s: float, outage_end_s: float | None) -> LatencyAround:
+    """:class:`LatencyAround` an event ``at_s`` seconds after the first packet; the
+    disruption lasts until ``outage_end_s`` (None: no outage). The receiver's
+    intervals start at its first packet, one one-way latency after the first send:
+    negligible at this scale."""
+    step = result.interval_s
+    end = max(at_s, outage_end_s or at_s) + step
+
+    def worst(values: list[int | None]) -> int | None:
+        got = [v for v in values if v]
+        return max(got) if got else None
+
+    ivs = result.intervals
+    before = [i.latency_p99_ns for i in ivs if at_s - 1.0 <= i.t_s and i.t_s + step <= at_s]
+    during = [i.latency_max_ns for i in ivs if at_s - step < i.t_s < end]
+    after = [i.latency_p99_ns for i in ivs if end <= i.t_s < end + 1.0]
+    return LatencyAround(worst(before), worst(during), worst(after))

@@ -203,7 +203,13 @@ def with_events(result: UdpResult, timeline: Timeline) -> UdpResult:
         if h in breaking:
             later = [b.planned_ns for b in breaking if b.planned_ns > h.planned_ns]
             got = outage.around(result, h.started_ns, min(later) if later else None)
+            at_s = (h.started_ns - t0) / 1e9
+            end_s = (max(o.end_ns for o in got.outages) - t0) / 1e9 if got.outages else None
+            lat = outage.latency_around(result, at_s, end_s)
             rec = {
+                "latency_p99_before_ns": lat.before_p99_ns,
+                "latency_max_during_ns": lat.during_max_ns,
+                "latency_p99_after_ns": lat.after_p99_ns,
                 "outage_s": got.outage_s,
                 "lost": got.lost,
                 "late_packets": got.late,

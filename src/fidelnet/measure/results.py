@@ -173,6 +173,12 @@ class EventRecord(_Model):
     recovered: bool | None = None
     delay_s: float | None = None
     """From the event to the first lost packet's send time."""
+    latency_p99_before_ns: int | None = None
+    """The worst per-interval p99 latency in the second before the event."""
+    latency_max_during_ns: int | None = None
+    """The worst latency from the event to one interval after its outage."""
+    latency_p99_after_ns: int | None = None
+    """The worst per-interval p99 latency in the second after that."""
 
 
 class UdpResult(_Model):

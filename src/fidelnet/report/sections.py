@@ -134,7 +134,20 @@ def _udp(label: str, slug: str, rf: ResultFile, r: UdpResult, plot: Plots) -> li
         out.append("<h3>Events</h3>")
         out.append(
             table(
-                ["event", "action", "target", "at", "late", "outage", "lost", "late pkts", "back"],
+                [
+                    "event",
+                    "action",
+                    "target",
+                    "at",
+                    "late",
+                    "outage",
+                    "lost",
+                    "late pkts",
+                    "back",
+                    "p99 before",
+                    "max during",
+                    "p99 after",
+                ],  # fmt: skip
                 [
                     [
                         ev.name,
@@ -146,6 +159,9 @@ def _udp(label: str, slug: str, rf: ResultFile, r: UdpResult, plot: Plots) -> li
                         "" if ev.lost is None else fmt.count(ev.lost),
                         "" if ev.late_packets is None else fmt.count(ev.late_packets),
                         "" if ev.recovered is None else ("yes" if ev.recovered else "no"),
+                        fmt.ns(ev.latency_p99_before_ns),
+                        fmt.ns(ev.latency_max_during_ns),
+                        fmt.ns(ev.latency_p99_after_ns),
                     ]
                     + ([f"error: {ev.error}"] if ev.error else [])
                     for ev in r.events

@@ -178,6 +178,10 @@ def _judge(check: m.Check, got: Measured) -> CheckOutcome:
     )
 
 
+def _ms_or(ns: int | None) -> str:
+    return "-" if ns is None else _ms(ns)
+
+
 def _outage(check: m.OutageCheck, got: UdpResult) -> CheckOutcome:
     """The worst outage among the events judged (one, or every breaking one)."""
     wanted = check.event
@@ -214,6 +218,8 @@ def _outage(check: m.OutageCheck, got: UdpResult) -> CheckOutcome:
         f"{e.name} at {e.at_s:g} s (started {1e6 * e.late_s:.0f} us late): outage "
         f"{e.outage_s or 0.0:.4f} s, {e.lost} lost, {e.late_packets} late, "
         + ("recovered" if e.recovered else "not recovered")
+        + f"; latency p99 before {_ms_or(e.latency_p99_before_ns)}, max during "
+        f"{_ms_or(e.latency_max_during_ns)}, p99 after {_ms_or(e.latency_p99_after_ns)}"
         for e in events
     ]
     lines += [f"event failed: {f}" for f in failed]
