@@ -88,6 +88,10 @@ def test_around_an_event_sums_what_followed_it_until_the_next_one() -> None:
     # From the first lost (10,000) to the first received after the last gap (10,700).
     assert got.outage_s == pytest.approx(700 * IV / 1e9)
     assert got.lost == 599 and got.recovered and got.delay_s == pytest.approx(0.0)
+    # An outage already going on at the event is its own (packets in flight, queued).
+    early = outage.around(res, T0 + 10_020 * IV, until_ns=T0 + 15_000 * IV)
+    assert [o.lost for o in early.outages] == [500, 99] and early.delay_s is not None
+    assert early.delay_s < 0
     assert outage.around(res, T0 + 25_000 * IV).outages == ()
     assert outage.around(res, T0 + 25_000 * IV).outage_s == 0.0
 
