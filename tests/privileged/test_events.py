@@ -43,7 +43,10 @@ def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
         assert down.effective_s is not None and up.effective_s is not None
         truth = up.effective_s - down.effective_s
         assert down.outage_s is not None
-        assert abs(down.outage_s - truth) <= GAP_S, (down.outage_s, truth)
+        # One packet interval, plus what the path adds between the sender's
+        # timestamp and the engine (tens of microseconds of stack jitter on a busy
+        # 2-vCPU VM: 102.5 us was seen once in 30 runs).
+        assert abs(down.outage_s - truth) <= GAP_S + 50e-6, (down.outage_s, truth)
         assert abs(down.outage_s - 2.0) < 0.002
         assert down.recovered and down.lost is not None
         assert abs(down.lost - 2.0 * RATE) <= 20
