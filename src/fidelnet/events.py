@@ -19,6 +19,9 @@ traffic, and the outage each event caused is told from the packets
 from __future__ import annotations
 
 import logging
+import os
+import re
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from fidelnet.errors import FidelnetError, ValidationError
+from fidelnet.retry import try_until
 from fidelnet.topology.spec import LinkParams
 
 if TYPE_CHECKING:
@@ -37,10 +41,28 @@ __all__ = ["ACTIONS", "Event", "Happened", "Timeline", "find_link"]
 
 log = logging.getLogger(__name__)
 
-Action = Literal["down", "up", "flap", "set", "node_down", "node_up", "run"]
-ACTIONS: tuple[str, ...] = ("down", "up", "flap", "set", "node_down", "node_up", "run")
+Action = Literal["down", "up", "flap", "set", "node_down", "node_up", "run", "signal"]
+ACTIONS: tuple[str, ...] = (
+    "down", "up", "flap", "set", "node_down", "node_up", "run", "signal",
+)  # fmt: skip
+SIGNALS = ("TERM", "KILL", "INT", "HUP", "STOP", "CONT", "USR1", "USR2")
 _LINK_ACTIONS = ("down", "up", "flap", "set")
 _SPIN_S = 0.002
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What an event waits for: ``argv`` run in ``node`` exits with ``exit_code`` (None:
+    any) and its output matches ``output``, tried every ``interval`` seconds for at
+    most ``wait`` seconds (the deadline is required)."""
+
+    node: str
+    argv: tuple[str, ...]
+    wait: float
+    output: str | None = None
+    exit_code: int | None = 0
+    interval: float = 0.5
+    timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +70,10 @@ class Event:
     """One event. Link actions name ``link`` (its two nodes, either order); node
     actions name ``node``; ``run`` runs ``argv`` in ``node`` (waiting for it at most
     ``timeout`` seconds); ``set`` applies ``params`` to both directions; ``flap``
-    is down now and up ``duration`` seconds later."""
+    is down now and up ``duration`` seconds later; ``signal`` sends ``signal`` to the
+    process whose pid is in ``pidfile``, which must live in ``node`` (fidelnet never
+    signals a process by name, nor one outside the node). With ``after``, ``at``
+    counts from the moment the condition held instead of from the start."""
 
     at: float
     action: Action
@@ -59,6 +84,9 @@ class Event:
     duration: float | None = None
     timeout: float = 10.0
     name: str = ""
+    pidfile: str | None = None
+    signal: str = "TERM"
+    after: Condition | None = None
 
     @property
     def target(self) -> str:
@@ -82,6 +110,8 @@ class Happened:
     action: str
     target: str
     planned_ns: int
+    condition_ns: int = 0
+    """When its ``after`` condition held (0: none)."""
     started_ns: int = 0
     done_ns: int = 0
     effective_ns: int = 0
@@ -103,6 +133,7 @@ class Happened:
             "action": self.action,
             "target": self.target,
             "planned_ns": self.planned_ns,
+            "condition_ns": self.condition_ns,
             "started_ns": self.started_ns,
             "done_ns": self.done_ns,
             "effective_ns": self.effective_ns,
@@ -136,7 +167,7 @@ def _node(net: Network, name: str | None, where: str) -> Node:
 class _Step:
     at: float
     event: Event
-    what: Literal["down", "up", "set", "node_down", "node_up", "run"]
+    what: Literal["down", "up", "set", "node_down", "node_up", "run", "signal"]
     name: str
     link: Link | None = None
     node: Node | None = None
@@ -173,8 +204,25 @@ def _steps(net: Network, events: Sequence[Event]) -> list[_Step]:
             node = _node(net, ev.node, f"{where}.node")
             if ev.action == "run" and not ev.argv:
                 raise ValidationError(f"{where}.run", "run needs a command (argv list)", ev.argv)
+            if ev.action == "signal":
+                if not ev.pidfile or not ev.pidfile.startswith("/"):
+                    raise ValidationError(
+                        f"{where}.pidfile", "signal needs an absolute pid file path", ev.pidfile
+                    )
+                if ev.signal not in SIGNALS:
+                    raise ValidationError(
+                        f"{where}.signal", "unknown signal", ev.signal, list(SIGNALS)
+                    )
             what = ev.action
             steps.append(_Step(ev.at, ev, what, ev.key, node=node))
+        if ev.after is not None:
+            _node(net, ev.after.node, f"{where}.after.node")
+            if not ev.after.argv:
+                raise ValidationError(f"{where}.after.run", "needs a command", ev.after.argv)
+            if not ev.after.wait > 0:
+                raise ValidationError(
+                    f"{where}.after.wait", "a condition needs a deadline > 0", ev.after.wait
+                )
     steps.sort(key=lambda s: s.at)  # stable: events at the same time keep their order
     return steps
 
@@ -189,6 +237,7 @@ class Timeline:
         self.happened: list[Happened] = []
         self.t0_ns: int | None = None
         self._cancel = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def start(self, t0_ns: int | None = None) -> Timeline:
@@ -220,16 +269,56 @@ class Timeline:
         return max((s.at for s in self._steps), default=0.0)
 
     def _run(self) -> None:
+        """The events without a condition, in order, on this thread; each event with
+        one on a thread of its own that waits for it."""
         assert self.t0_ns is not None
-        for step in self._steps:
-            planned = self.t0_ns + round(step.at * 1e9)
+        waiting = [
+            threading.Thread(target=self._after, args=(ev,), daemon=True)
+            for ev in {id(s.event): s.event for s in self._steps if s.event.after}.values()
+        ]
+        for t in waiting:
+            t.start()
+        self._play([s for s in self._steps if s.event.after is None], self.t0_ns, 0)
+        for t in waiting:
+            t.join()
+
+    def _after(self, ev: Event) -> None:
+        cond = ev.after
+        assert cond is not None and self.t0_ns is not None
+        steps = [s for s in self._steps if s.event is ev]
+        got = try_until(
+            self.net,
+            cond.node,
+            cond.argv,
+            expect_exit=cond.exit_code,
+            output=re.compile(cond.output) if cond.output else None,
+            timeout_s=cond.timeout,
+            wait_s=cond.wait,
+            interval_s=cond.interval,
+            cancel=self._cancel,
+        )
+        held = time.time_ns()
+        if not got.ok:
+            for s in steps:
+                rec = Happened(s.name, s.what, ev.target, 0, error=(
+                    f"its condition ({' '.join(cond.argv)} in {cond.node}) did not hold "
+                    f"within {cond.wait:g} s ({got.tries} tries)"
+                ))  # fmt: skip
+                with self._lock:
+                    self.happened.append(rec)
+            return
+        self._play(steps, held, held)
+
+    def _play(self, steps: list[_Step], base_ns: int, condition_ns: int) -> None:
+        for step in steps:
+            planned = base_ns + round(step.at * 1e9)
             ahead = (planned - time.time_ns()) / 1e9 - _SPIN_S
             if ahead > 0 and self._cancel.wait(ahead):
                 return
             while time.time_ns() < planned:  # the last 2 ms: spin
                 if self._cancel.is_set():
                     return
-            rec = Happened(step.name, step.what, step.event.target, planned)
+            rec = Happened(step.name, step.what, step.event.target, planned, condition_ns)
             rec.started_ns = time.time_ns()
             try:
                 rec.output, rec.effective_ns = self._do(step)
@@ -237,7 +326,8 @@ class Timeline:
                 rec.error = str(exc) or type(exc).__name__
                 log.error("event %s: %s", step.name, rec.error)
             rec.done_ns = time.time_ns()
-            self.happened.append(rec)
+            with self._lock:
+                self.happened.append(rec)
 
     def _do(self, step: _Step) -> tuple[str, int]:
         """Do one step; returns a command's output and, for a link going down or up,
@@ -257,10 +347,34 @@ class Timeline:
             for intf in step.node.intf_list():
                 intf.set_up(step.what == "node_up")
             return "", 0
+        if step.what == "signal":
+            assert ev.pidfile is not None
+            return _signal(step.node, ev.pidfile, ev.signal), 0
         out, err, rc = step.node.pexec(list(ev.argv), timeout=ev.timeout)
         if rc != 0:
             raise FidelnetError(f"{' '.join(ev.argv)} exited {rc}: {(err or out).strip()[-300:]}")
         return out, 0
+
+
+def _signal(node: Node, pidfile: str, name: str) -> str:
+    """Send SIG``name`` to the pid written in ``pidfile``, once it is known to live in
+    ``node``'s network namespace (never a process elsewhere)."""
+    try:
+        with open(pidfile, encoding="ascii") as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise FidelnetError(f"pid file {pidfile}: {exc}") from exc
+    if node.netns is None:
+        raise FidelnetError(f"{node.name} has no namespace of its own: nothing to signal there")
+    try:
+        theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
+        ours = os.stat(node.netns).st_ino
+    except OSError as exc:
+        raise FidelnetError(f"process {pid} (from {pidfile}): {exc}") from exc
+    if theirs != ours:
+        raise FidelnetError(f"process {pid} (from {pidfile}) does not live in {node.name}")
+    os.kill(pid, getattr(signal, f"SIG{name}"))
+    return f"SIG{name} sent to {pid}"
 
 
 def shifted(events: Sequence[Event], by: float) -> list[Event]:

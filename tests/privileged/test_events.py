@@ -4,11 +4,16 @@ bad events refused before anything happens."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
 import pytest
 
 from fidelnet import Network
 from fidelnet.errors import ValidationError
-from fidelnet.events import Event, Timeline
+from fidelnet.events import Condition, Event, Timeline
 from fidelnet.measure.packets import udp
 from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
 
@@ -77,3 +82,37 @@ def test_bad_events_are_refused_before_anything_happens() -> None:
             udp(net, "h1", "h2", 1000, duration=1.0, events=[Event(at=2.0, action="down",
                 link=("h1", "s1"))], monitor=False)  # fmt: skip
         assert all(i.is_up() for n in net.nodes.values() for i in n.intf_list())
+
+
+def test_an_event_after_a_condition_signals_a_process_of_the_node(tmp_path: Path) -> None:
+    pidfile, go = tmp_path / "app.pid", tmp_path / "go"
+    with Network(_spec(engine=False)) as net:
+        app = net["h2"].popen(["sh", "-c", f'echo $$ > "{pidfile}"; exec sleep 60'])
+        outsider = subprocess.Popen(["sleep", "60"])  # in the host namespace
+        (tmp_path / "outsider.pid").write_text(f"{outsider.pid}\n")
+        try:
+            wait_for = Condition(node="h1", argv=("test", "-e", str(go)), wait=5.0,
+                                 interval=0.05)  # fmt: skip
+            events = [
+                Event(at=0.2, action="signal", node="h2", pidfile=str(pidfile),
+                      after=wait_for, name="stop-app"),
+                Event(at=0.1, action="signal", node="h2",
+                      pidfile=str(tmp_path / "outsider.pid"), name="not-ours"),
+                Event(at=0.1, action="run", node="h1", argv=("true",), name="never",
+                      after=Condition(node="h1", argv=("false",), wait=0.3, interval=0.05)),
+            ]  # fmt: skip
+            tl = Timeline(net, events).start()
+            threading.Timer(0.5, go.touch).start()
+            done = {h.name: h for h in tl.wait(timeout=10)}
+            stop = done["stop-app"]
+            assert stop.error is None and stop.output.startswith("SIGTERM sent to")
+            held = (stop.condition_ns - (tl.t0_ns or 0)) / 1e9
+            assert 0.45 <= held < 1.0
+            assert abs((stop.started_ns - stop.condition_ns) / 1e9 - 0.2) < 0.005
+            assert app.wait(timeout=5) == -signal.SIGTERM
+            assert "does not live in h2" in (done["not-ours"].error or "")
+            assert outsider.poll() is None  # untouched
+            assert "did not hold within 0.3 s" in (done["never"].error or "")
+        finally:
+            outsider.kill()
+            outsider.wait()

@@ -75,12 +75,37 @@ def test_events_and_an_outage_check_validate() -> None:
          "ev.yaml:13:9: traffic[0].events[0].run: a run, and only a run, has a command"),
         ("      - {at: 1s, action: set, link: [h1, s1]}\n",
          "ev.yaml:13:9: traffic[0].events[0].params: a set, and only a set, has params"),
+        ("      - {at: 1s, action: signal, node: h1, pidfile: run/x.pid}\n",
+         "ev.yaml:13:44: traffic[0].events[0].pidfile: must be an absolute path"),
+        ("      - {at: 1s, action: signal, node: h1}\n",
+         "ev.yaml:13:9: traffic[0].events[0].pidfile: a signal, and only a signal, has a pidfile"),
+        ("      - {at: 1s, action: down, link: [h1, s1], after: {node: h1, run: [ip, a]}}\n",
+         "ev.yaml:13:48: traffic[0].events[0].after.wait: required field missing"),
+        ("      - {at: 1s, action: down, link: [h1, s1],\n"
+         "         after: {node: h7, run: [ip, a], wait: 5s}}\n",
+         "ev.yaml:14:18: traffic[0].events[0].after.node: unknown node"),
     ],
 )  # fmt: skip
 def test_a_bad_event_is_named_with_its_place(events: str, fragment: str) -> None:
     found = _problems(events)
     assert len(found) == 1, found
     assert found[0].startswith(fragment), found[0]
+
+
+def test_events_after_a_condition_are_not_ordered_with_the_others() -> None:
+    sc = loads(
+        HEAD
+        + "      - {at: 1s, action: down, link: [h1, s1]}\n"
+        + "      - {at: 500ms, action: down, link: [h1, s1],\n"
+        + "         after: {node: h1, run: [ip, link], output: UP, wait: 10s}}\n"
+        + "      - {at: 2s, action: signal, node: h2, pidfile: /run/x.pid, signal: STOP}\n",
+        "ev.yaml",
+    )
+    item = sc.traffic[0]
+    assert isinstance(item, Pktgen)
+    cond = item.events[1].to_event().after
+    assert cond is not None and cond.wait == 10.0 and cond.output == "UP"
+    assert item.events[2].to_event().signal == "STOP"
 
 
 def test_an_outage_check_needs_events_and_a_known_event() -> None:

@@ -7,9 +7,9 @@ import re
 import subprocess
 from typing import Any
 
+from fidelnet.retry import try_until
 from fidelnet.scenario import loads
 from fidelnet.scenario.model import CommandCheck, RunStep
-from fidelnet.scenario.retry import try_until
 
 
 class _Node:

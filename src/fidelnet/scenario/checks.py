@@ -28,8 +28,8 @@ from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
 from fidelnet.measure import latency as lat
 from fidelnet.measure.results import Flag, TcpResult, UdpResult, ZeroLossResult
 from fidelnet.report.junit import CheckOutcome
+from fidelnet.retry import try_until
 from fidelnet.scenario import model as m
-from fidelnet.scenario.retry import try_until
 
 if TYPE_CHECKING:
     from fidelnet.network import Network

@@ -49,7 +49,7 @@ from fidelnet.scenario.model_checks import (
     ReachabilityCheck,
     ZeroLossRateCheck,
 )
-from fidelnet.scenario.model_events import EventModel, event_problems
+from fidelnet.scenario.model_events import ConditionModel, EventModel, event_problems
 from fidelnet.scenario.model_steps import (
     TRAFFIC_TYPES,
     FileSpec,
@@ -89,6 +89,7 @@ __all__ = [
     "Builder",
     "Check",
     "CommandCheck",
+    "ConditionModel",
     "Defaults",
     "EventModel",
     "FileSpec",

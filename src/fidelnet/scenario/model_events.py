@@ -4,7 +4,11 @@ An event happens ``at`` a time after the traffic's first packet is due:
 
 - a link (its two nodes): ``down``, ``up``, ``flap`` (down, then up ``duration``
   later), ``set`` (new ``params`` for both directions);
-- a node: ``node_down`` / ``node_up`` (every link of the node), ``run`` (a command);
+- a node: ``node_down`` / ``node_up`` (every link of the node), ``run`` (a command),
+  ``signal`` (a signal to the process whose pid is in ``pidfile``, in that node);
+
+``at`` counts from the condition ``after`` when there is one (a command retried
+until it succeeds, with a deadline): "2 s after r1's OSPF neighbour is Full";
 
 and the outage each one causes is told from the traffic's packets
 (:mod:`fidelnet.measure.outage`), for ``outage`` checks. What a single event cannot
@@ -18,16 +22,54 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from fidelnet.events import Event
+from fidelnet.events import Condition, Event
 from fidelnet.scenario.errors import Path, Problem
-from fidelnet.scenario.fields import Argv, Duration, Name, PositiveDuration, _fail_at, _Model
+from fidelnet.scenario.fields import (
+    Argv,
+    Duration,
+    Name,
+    PositiveDuration,
+    Regex,
+    _fail_at,
+    _Model,
+)
 from fidelnet.scenario.model_topology import LinkParamsModel
 from fidelnet.topology.units import parse_duration
 
-__all__ = ["LINK_ACTIONS", "NODE_ACTIONS", "EventModel", "event_problems"]
+__all__ = ["LINK_ACTIONS", "NODE_ACTIONS", "ConditionModel", "EventModel", "event_problems"]
 
 LINK_ACTIONS = ("down", "up", "flap", "set")
-NODE_ACTIONS = ("node_down", "node_up", "run")
+NODE_ACTIONS = ("node_down", "node_up", "run", "signal")
+
+
+class ConditionModel(_Model):
+    """What an event waits for: a command in a node that succeeds."""
+
+    node: str
+    """Where to run it."""
+    run: Argv
+    """The command, as a list."""
+    output: Regex | None = None
+    """A regular expression its standard output must contain."""
+    exit_code: Annotated[int, Field(ge=0, le=255)] | None = 0
+    """The exit code that counts (default 0; null: any)."""
+    wait: PositiveDuration
+    """The deadline (required): past it, the event does not happen and says why."""
+    interval: PositiveDuration = "500ms"
+    """Time between tries."""
+    timeout: PositiveDuration = "10s"
+    """How long one try may take."""
+
+    def to_condition(self) -> Condition:
+        return Condition(
+            node=self.node,
+            argv=tuple(self.run),
+            wait=parse_duration("wait", self.wait),
+            output=self.output,
+            exit_code=self.exit_code,
+            interval=parse_duration("interval", self.interval),
+            timeout=parse_duration("timeout", self.timeout),
+        )
 
 
 class EventModel(_Model):
@@ -35,9 +77,9 @@ class EventModel(_Model):
 
     at: Duration
     """When, after the traffic's first packet is due: ``1s``, ``500ms``."""
-    action: Literal["down", "up", "flap", "set", "node_down", "node_up", "run"]
+    action: Literal["down", "up", "flap", "set", "node_down", "node_up", "run", "signal"]
     """``down``, ``up``, ``flap``, ``set`` (a link); ``node_down``, ``node_up``,
-    ``run`` (a node)."""
+    ``run``, ``signal`` (a node)."""
     name: Name | None = None
     """Unique among the traffic's events; ``outage`` checks refer to it (default:
     ``<action>-<target>@<at>``)."""
@@ -53,6 +95,13 @@ class EventModel(_Model):
     """The command of a ``run``, as a list."""
     timeout: PositiveDuration = "10s"
     """How long a ``run`` may take."""
+    pidfile: str | None = None
+    """The pid file of the process a ``signal`` goes to (absolute; the process must
+    live in ``node``)."""
+    signal: Literal["TERM", "KILL", "INT", "HUP", "STOP", "CONT", "USR1", "USR2"] = "TERM"
+    """Which signal (default ``TERM``); ``STOP`` then ``CONT`` freezes and thaws."""
+    after: ConditionModel | None = None
+    """Count ``at`` from when this condition held instead of from the traffic's start."""
 
     @property
     def at_s(self) -> float:
@@ -90,6 +139,10 @@ class EventModel(_Model):
             raise _fail_at(("params",), "a set, and only a set, has params", None)
         if (self.action == "run") != (self.run is not None):
             raise _fail_at(("run",), "a run, and only a run, has a command", self.run)
+        if (self.action == "signal") != (self.pidfile is not None):
+            raise _fail_at(("pidfile",), "a signal, and only a signal, has a pidfile", None)
+        if self.pidfile is not None and not self.pidfile.startswith("/"):
+            raise _fail_at(("pidfile",), "must be an absolute path", self.pidfile)
         return self
 
     def to_event(self) -> Event:
@@ -104,6 +157,9 @@ class EventModel(_Model):
             duration=self.duration_s,
             timeout=parse_duration("timeout", self.timeout),
             name=self.name or "",
+            pidfile=self.pidfile,
+            signal=self.signal,
+            after=self.after.to_condition() if self.after is not None else None,
         )
 
 
@@ -134,7 +190,9 @@ def event_problems(path: Path, events: list[EventModel], duration_s: float) -> l
         names.setdefault(key, i)
     by_link: dict[frozenset[str], list[tuple[int, EventModel]]] = {}
     for i, ev in enumerate(events):
-        if ev.link is not None and ev.action != "set":
+        # Events after a condition happen when it holds: their order with the
+        # others on the link is not known before the run.
+        if ev.link is not None and ev.action != "set" and ev.after is None:
             by_link.setdefault(frozenset(ev.link), []).append((i, ev))
     for items in by_link.values():
         up = True

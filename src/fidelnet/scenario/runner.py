@@ -32,9 +32,9 @@ from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.tcp import tcp
 from fidelnet.measure.verdicts import use_thresholds
 from fidelnet.report.junit import CheckOutcome, SuiteOutcome
+from fidelnet.retry import try_until
 from fidelnet.scenario import model as m
 from fidelnet.scenario.checks import Measured, PingResult, TrafficFailure, evaluate
-from fidelnet.scenario.retry import try_until
 
 if TYPE_CHECKING:
     from fidelnet.network import Network

@@ -1,10 +1,12 @@
 """Run a command in a node until it does what is expected, or a deadline passes:
-the wait-until of setup steps and command checks (docs/scenarios.md)."""
+the wait-until of setup steps, command checks and event conditions
+(docs/scenarios.md, docs/events.md)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,10 +46,12 @@ def try_until(
     timeout_s: float,
     wait_s: float | None,
     interval_s: float,
+    cancel: threading.Event | None = None,
 ) -> Tried:
     """Run ``argv`` in ``node`` (each try at most ``timeout_s``) until it exits with
     ``expect_exit`` (None: any) and its output matches ``output``; tries again every
-    ``interval_s`` while less than ``wait_s`` has passed (None: one try)."""
+    ``interval_s`` while less than ``wait_s`` has passed (None: one try), unless
+    ``cancel`` is set."""
     t0 = time.monotonic()
     tries = 0
     while True:
@@ -63,4 +67,8 @@ def try_until(
         elapsed = time.monotonic() - t0
         if ok or wait_s is None or elapsed + interval_s > wait_s:
             return Tried(ok, rc, out, err, tries, elapsed)
-        time.sleep(interval_s)
+        if cancel is not None:
+            if cancel.wait(interval_s):
+                return Tried(False, rc, out, "cancelled", tries, elapsed)
+        else:
+            time.sleep(interval_s)
