@@ -55,7 +55,7 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test bench bench-scale bench-links bench-line distclean
+.PHONY: help install apt-deps venv native run check test fuzz bench bench-scale bench-links bench-line distclean
 
 help:
 	@sed -n '1,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
@@ -109,6 +109,11 @@ check: venv
 	$(VENV)/bin/mypy
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## fuzz: the long fuzz budget of every parser that takes users' text (tests/unit/test_fuzz_inputs.py; FUZZ_EXAMPLES per test)
+FUZZ_EXAMPLES ?= 20000
+fuzz: install
+	FIDELNET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FIDELNET_FUZZ_RANDOM=1 $(VENV_PATH) $(VENV)/bin/pytest -q tests/unit/test_fuzz_inputs.py
 
 ## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
 test: APT_EXTRA = $(APT_TEST)

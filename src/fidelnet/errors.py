@@ -102,3 +102,18 @@ class MeasurementError(FidelnetError):
 class CapacityError(FidelnetError):
     """An experiment asks more than the machine carries faithfully, and the caller
     asked for that to be an error (``--strict``)."""
+
+
+class UnknownNodeError(KeyError, FidelnetError):
+    """A node name the network does not have (the Mininet layer's ``net[name]``,
+    ``get``, ``addLink``...). A KeyError, as Mininet raises, so scripts that catch one
+    still do, with a message that names the node and the ones there are."""
+
+    def __init__(self, name: object, known: list[str]) -> None:
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        self.name = name
+        self.message = f"no node {name!r} in the network (nodes: {shown or 'none'})"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message

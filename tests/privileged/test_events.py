@@ -52,7 +52,9 @@ def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
         # timestamp and the engine (tens of microseconds of stack jitter on a busy
         # 2-vCPU VM: 102.5 us was seen once in 30 runs).
         assert abs(down.outage_s - truth) <= GAP_S + 50e-6, (down.outage_s, truth)
-        assert abs(down.outage_s - 2.0) < 0.002
+        # The flap itself lasts 2 s to the engine's message latency: its interfaces come
+        # up 5 ms ahead and the engine restores the path at the planned instant.
+        assert abs(truth - 2.0) < 0.0002 and abs(down.outage_s - 2.0) < 0.0002
         assert down.recovered and down.lost is not None
         assert abs(down.lost - 2.0 * RATE) <= 20
         assert len(res.outages) == 1 and res.outages[0].lost == down.lost

@@ -28,6 +28,7 @@ from fidelnet.compat.log import error, info
 from fidelnet.compat.node import Controller, DefaultController, Host, Node, OVSKernelSwitch
 from fidelnet.compat.nodelib import NAT
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
+from fidelnet.errors import UnknownNodeError, ValidationError
 from fidelnet.network import Network
 from fidelnet.topology.addressing import assign_ips
 from fidelnet.topology.validate import validate
@@ -173,6 +174,11 @@ class Mininet(NetTests):
         """Link two nodes (objects or names); ``cls`` defaults to the network's link class."""
         n1 = self[node1] if isinstance(node1, str) else node1
         n2 = self[node2] if isinstance(node2, str) else node2
+        for end, given in ((n1, node1), (n2, node2)):
+            if not hasattr(end, "name") or not hasattr(end, "newPort"):
+                raise ValidationError(
+                    "addLink", "a node or a node's name", repr(given), sorted(self.nameToNode)
+                )
         options = dict(params)
         if port1 is not None:
             options.setdefault("port1", port1)
@@ -220,6 +226,12 @@ class Mininet(NetTests):
     ) -> list[Any]:
         links = self.linksBetween(node1, node2)
         if not allLinks:
+            if not -len(links) <= index < len(links):
+                raise ValidationError(
+                    "delLinkBetween.index",
+                    f"{len(links)} link(s) between {node1} and {node2}",
+                    index,
+                )
             links = [links[index]]
         for link in links:
             self.delLink(link)
@@ -232,19 +244,25 @@ class Mininet(NetTests):
 
     # -- lookup -----------------------------------------------------------------------------
 
+    def _named(self, name: Any) -> Any:
+        try:
+            return self.nameToNode[name]
+        except (KeyError, TypeError):
+            raise UnknownNodeError(name, list(self.nameToNode)) from None
+
     def getNodeByName(self, *args: str) -> Any:
         if len(args) == 1:
-            return self.nameToNode[args[0]]
-        return [self.nameToNode[n] for n in args]
+            return self._named(args[0])
+        return [self._named(n) for n in args]
 
     def get(self, *args: str) -> Any:
         return self.getNodeByName(*args)
 
     def __getitem__(self, key: str) -> Any:
-        return self.nameToNode[key]
+        return self._named(key)
 
     def __delitem__(self, key: str) -> None:
-        self.delNode(self.nameToNode[key])
+        self.delNode(self._named(key))
 
     def __iter__(self) -> Any:
         for node in itertools.chain(self.hosts, self.switches, self.controllers):

@@ -65,6 +65,13 @@ class LinkDriver:
             intf.set_up(up)
         return time.time_ns() if up else at
 
+    def stage_up(self, ends: tuple[Interface, Interface]) -> Callable[[], int]:
+        """Bring the link up in two steps: what can be done ahead now, the rest when
+        the returned function is called (it returns when the path was whole again).
+        Here nothing can be done ahead; an engine link brings its interfaces up
+        ahead and is restored by one message to the engine."""
+        return lambda: self.set_up(ends, True)
+
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -198,16 +205,21 @@ class EngineDriver(LinkDriver):
         when it comes up: the link is cut and restored by one control message each,
         in the engine's own instant, while the interfaces' carrier (what nodes and
         routing daemons see) follows within a millisecond (docs/events.md)."""
-        offset = time.time_ns() - time.monotonic_ns()
         if up:
-            super().set_up(ends, up)
+            return self.stage_up(ends)()
+        sent = time.time_ns()
+        applied = self.engine.set_state(self.name, up)
+        super().set_up(ends, up)
+        return _realtime(applied, sent)
+
+    def stage_up(self, ends: tuple[Interface, Interface]) -> Callable[[], int]:
+        super().set_up(ends, True)  # carrier back; the engine still carries nothing
+
+        def restore() -> int:
             sent = time.time_ns()
-            applied = self.engine.set_state(self.name, up)
-        else:
-            sent = time.time_ns()
-            applied = self.engine.set_state(self.name, up)
-            super().set_up(ends, up)
-        return applied + offset if applied is not None else sent
+            return _realtime(self.engine.set_state(self.name, True), sent)
+
+        return restore
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         del ends
@@ -227,3 +239,11 @@ class EngineDriver(LinkDriver):
     def remove(self) -> None:
         if self.engine.alive():
             self.engine.remove_link(self.name)
+
+
+def _realtime(applied_mono_ns: int | None, fallback_ns: int) -> int:
+    """The engine's CLOCK_MONOTONIC instant on CLOCK_REALTIME (``fallback_ns`` when
+    the engine did not say)."""
+    if applied_mono_ns is None:
+        return fallback_ns
+    return applied_mono_ns + time.time_ns() - time.monotonic_ns()

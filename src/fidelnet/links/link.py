@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import ValidationError
@@ -115,6 +115,12 @@ class Link:
     def up(self) -> int:
         """Bring the link up; returns when the path was whole again."""
         return self.driver.set_up((self.intf1, self.intf2), True)
+
+    def stage_up(self) -> Callable[[], int]:
+        """Bring the link up in two steps, for an instant known ahead: what can be
+        done early now (an engine link's interfaces), the rest by the returned
+        function, which returns when the path was whole again."""
+        return self.driver.stage_up((self.intf1, self.intf2))
 
     def schedule(self, steps: Iterable[Step], direction: str = "both") -> LinkSchedule:
         """Follow a timeline: ``(seconds from now, changes | "down" | "up")`` pairs."""

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, Tag
 
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem, ScenarioError
+from fidelnet.scenario.limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_YAML_VALUES
 from fidelnet.scenario.model import Scenario
 
 __all__ = ["Positions", "default_scenario", "dumps", "load", "loads", "parse_yaml"]
@@ -40,6 +41,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader; positions and duplicates are read from its node tree."""
+
+
+class _TooBigError(Exception):
+    """The walk stopped at a limit; the problem is the walk's last."""
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
@@ -55,6 +60,7 @@ class _Walk:
         self.positions: Positions = {}
         self.problems: list[Problem] = []
         self._open: set[int] = set()
+        self._values = 0
 
     def problem(self, node: yaml.Node, path: Path, message: str, value: object = NO_VALUE) -> None:
         line, col = _mark(node)
@@ -64,6 +70,19 @@ class _Walk:
         if id(node) in self._open:
             self.problem(node, path, "an alias refers to a node that contains it")
             return
+        self._values += 1
+        if self._values > MAX_YAML_VALUES:
+            self.problem(
+                node, path, f"the document holds more than {MAX_YAML_VALUES:,} values once its "
+                "aliases are expanded, the most a scenario may (docs/scenarios.md#limits)",
+            )  # fmt: skip
+            raise _TooBigError
+        if len(path) > MAX_DEPTH:
+            self.problem(
+                node, path, f"nested more than {MAX_DEPTH} levels deep, the most a scenario "
+                "may (docs/scenarios.md#limits)",
+            )  # fmt: skip
+            raise _TooBigError
         self._open.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -115,7 +134,14 @@ def parse_yaml(text: str, file: str = "<string>") -> tuple[Any, Positions]:
     Raises :class:`ScenarioError` for a syntax error (with the parser's line and
     column), an empty document, and keys given twice in one mapping.
     """
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # refuses control characters at once
+    except yaml.reader.ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        raise ScenarioError(
+            [Problem(f"character U+{exc.character:04X} is not allowed in YAML", (), file,
+                     line, col)]
+        ) from None  # fmt: skip
     try:
         root = loader.get_single_node()
         if root is None:
@@ -132,16 +158,30 @@ def parse_yaml(text: str, file: str = "<string>") -> tuple[Any, Positions]:
             )
         walk = _Walk(loader, file)
         walk.positions[()] = _mark(root)
-        walk.node(root, ())
+        try:
+            walk.node(root, ())
+        except _TooBigError:
+            raise ScenarioError(walk.problems[-1:]) from None
         if walk.problems:
             raise ScenarioError(walk.problems)
         return loader.construct_document(root), walk.positions
+    except RecursionError:
+        raise ScenarioError(
+            [Problem(f"nested too deeply to read (more than {MAX_DEPTH} levels may not be)",
+                     (), file, 1, 1)]
+        ) from None  # fmt: skip
     except yaml.MarkedYAMLError as exc:
         raise ScenarioError([_yaml_problem(exc, file)]) from None
     except yaml.YAMLError as exc:
         raise ScenarioError([Problem(f"YAML: {exc}", (), file, 1, 1)]) from None
     finally:
         loader.dispose()
+
+
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of character ``position`` of ``text``."""
+    before = text[:position]
+    return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
 
 
 def _yaml_problem(exc: yaml.MarkedYAMLError, file: str) -> Problem:
@@ -163,6 +203,15 @@ def _yaml_problem(exc: yaml.MarkedYAMLError, file: str) -> Problem:
 # --- loading ------------------------------------------------------------------------------------
 
 
+def _too_long(size: int, file: str) -> Problem:
+    return Problem(
+        f"the file is {size:,} bytes, more than the {MAX_FILE_BYTES:,} a scenario may be "
+        "(docs/scenarios.md#limits)",
+        (),
+        file,
+    )
+
+
 def load(path: str | FsPath) -> Scenario:
     """Read and validate the scenario file at ``path``.
 
@@ -171,6 +220,9 @@ def load(path: str | FsPath) -> Scenario:
     the file's directory.
     """
     path = FsPath(path)
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ScenarioError([_too_long(size, str(path))])
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -186,6 +238,8 @@ def loads(text: str, name: str = "<string>", *, base_dir: str | FsPath | None = 
 
     Relative trace files are read from ``base_dir`` (default: the working directory).
     """
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError([_too_long(len(text), name)])
     data, positions = parse_yaml(text, name)
     if not isinstance(data, dict):
         raise ScenarioError(

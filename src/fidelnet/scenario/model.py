@@ -36,6 +36,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from fidelnet.scenario.errors import Path, Problem, ScenarioError
 from fidelnet.scenario.fields import PPS_UNITS, Name, _Model, parse_pps
+from fidelnet.scenario.limits import MAX_CHECKS, MAX_SETUP, MAX_TRAFFIC
 from fidelnet.scenario.model_checks import (
     CHECK_TRAFFIC,
     CHECK_TYPES,
@@ -137,11 +138,11 @@ class Scenario(_Model):
     """Run the traffic and the checks this many times (default 1)."""
     topology: Topology
     """The network."""
-    setup: list[SetupStep] = Field(default_factory=list)
+    setup: list[SetupStep] = Field(default_factory=list, max_length=MAX_SETUP)
     """Steps run in order after the network is up, before the traffic."""
-    traffic: list[Traffic] = Field(default_factory=list)
+    traffic: list[Traffic] = Field(default_factory=list, max_length=MAX_TRAFFIC)
     """Measurements, run in order."""
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list, max_length=MAX_CHECKS)
     """Pass/fail checks on the traffic's results and on commands."""
 
     _base_dir: FsPath | None = PrivateAttr(default=None)

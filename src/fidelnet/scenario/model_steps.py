@@ -38,6 +38,7 @@ from fidelnet.scenario.fields import (
     _Model,
     parse_pps,
 )
+from fidelnet.scenario.limits import MAX_EVENTS
 from fidelnet.scenario.model_events import EventModel
 from fidelnet.topology.spec import TopologySpec
 from fidelnet.topology.units import parse_duration, parse_percent, parse_size
@@ -192,7 +193,7 @@ class Pktgen(_Model):
     """Sender mode: ``udp`` (default), ``gso`` or ``packet``."""
     seed: Annotated[int, Field(ge=0)] | None = None
     """Seed of the ``poisson`` pattern."""
-    events: list[EventModel] = Field(default_factory=list)
+    events: list[EventModel] = Field(default_factory=list, max_length=MAX_EVENTS)
     """Failures on purpose while it runs: links down, up, flapped or changed, nodes
     down or up, commands (docs/events.md); ``outage`` checks judge what each did."""
 

@@ -29,6 +29,7 @@ from fidelnet.scenario.fields import (
     _Model,
     _text_schema,
 )
+from fidelnet.scenario.limits import MAX_LINKS, MAX_NODES
 from fidelnet.topology import builders
 from fidelnet.topology.spec import EngineEndpoint, FastPath, LinkParams, TopologySpec
 
@@ -167,7 +168,32 @@ class Builder(_Model):
         if len(given) != 1:
             what = "none" if not given else ", ".join(given)
             raise _fail(f"give exactly one builder (given: {what})", BUILDERS, show=False)
+        if self.node_count() > MAX_NODES:
+            raise _fail(
+                f"this {self.kind} has more than {MAX_NODES:,} nodes, the most a scenario "
+                "may have (docs/scenarios.md#limits)",
+                show=False,
+            )
         return self
+
+    def node_count(self) -> int:
+        """How many nodes the builder would make (counting stops past :data:`MAX_NODES`)."""
+        if self.linear is not None:
+            return 2 * self.linear
+        if self.line is not None:
+            return self.line
+        if self.single is not None:
+            return self.single + 1
+        if self.dumbbell is not None:
+            return 2 * self.dumbbell + 2
+        assert self.tree is not None
+        total, level = 0, 1
+        for _ in range(self.tree.depth + 1):  # switches at each depth, then the hosts
+            total += level
+            if total > MAX_NODES:
+                break
+            level *= self.tree.fanout
+        return total
 
     @property
     def kind(self) -> str:
@@ -328,8 +354,8 @@ class Topology(_Model):
     defaults: Defaults = Field(default_factory=Defaults)
     """Defaults for every link."""
     nodes: Annotated[dict[NodeName, Node], BeforeValidator(_nodes)] = Field(
-        default_factory=dict, json_schema_extra=_nullable_values
+        default_factory=dict, json_schema_extra=_nullable_values, max_length=MAX_NODES
     )
     """Nodes by name, in addition to the builder's (a builder's node cannot be redefined)."""
-    links: list[Link] = Field(default_factory=list)
+    links: Annotated[list[Link], Field(max_length=MAX_LINKS)] = Field(default_factory=list)
     """Links, after the builder's."""

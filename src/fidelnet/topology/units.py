@@ -86,7 +86,12 @@ def _split(field: str, text: str | float | int) -> tuple[float, str]:
     if isinstance(text, bool):
         raise UnitError(field, "expected a quantity with a unit", text)
     if isinstance(text, (int, float)):
-        num, unit = float(text), ""
+        try:
+            num, unit = float(text), ""
+        except OverflowError:
+            raise UnitError(field, "must be a finite number", text) from None
+    elif not isinstance(text, str):
+        raise UnitError(field, "expected a quantity with a unit (text or a number)", text)
     else:
         m = _RE.match(text.replace("µs", "us"))
         if not m:
