@@ -1,8 +1,17 @@
-"""Issue 15's scenario end to end: OSPF (BIRD 2) on a triangle of routers, a link
-cut for 5 s under a pktgen flow; the outage and the route's return measured in the
-JUnit file, and the same scenario with an impossible bound failing with the measured
-value beside the expected one. Nothing is left behind: BIRD ends with the run, the
-setup's directory is removed."""
+"""Issue 15's routing examples end to end (BIRD 2).
+
+OSPF on a triangle of routers, a link cut for 5 s under a pktgen flow: the outage
+and the route's return measured in the JUnit file, and the same scenario with an
+impossible bound failing with the measured value beside the expected one. eBGP
+between two routers, the session reset by a `run` event: the outage measured and
+judged. Nothing is left behind: BIRD ends with the run, the setup's directory is
+removed.
+
+(These run after test_hifi_suite: run right before it in the same pytest session,
+the BGP example was followed, three times out of three, by one TCP flow of the
+HiFi suite's fork-out case stuck at 5.7 Mbit/s; the same two runs from the command
+line one after the other did not do it, and no sysctl, route, process, cgroup or
+state file was left behind. Not understood yet: see the issue 14 note.)"""
 
 from __future__ import annotations
 
@@ -19,6 +28,7 @@ from fidelnet.report.junit import parse_junit
 pytestmark = pytest.mark.privileged
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ospf-failover.yaml"
+BGP = EXAMPLE.with_name("bgp-reset.yaml")
 WORKDIR = Path("/tmp/fidelnet-ospf-failover")
 
 
@@ -65,3 +75,19 @@ def test_ospf_failover_passes_and_an_impossible_bound_fails(tmp_path: Path) -> N
     assert len(waits) == 1 and "held after" in waits[0], suites["ospf-failover"].properties
     assert _bird_pids() <= before  # every BIRD ended with its run
     assert not WORKDIR.exists()
+
+
+def test_bgp_session_reset_outage_is_measured_and_recovers(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "test", str(BGP), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    (suite,) = parse_junit(tmp_path / "out" / "junit.xml")
+    checks = {c.name: c for c in suite.checks}
+    outage = checks["outage-load-reset"]
+    # The reset withdraws the routes: packets are lost until the session is back.
+    seconds, lost = float(outage.measured.split()[1]), int(outage.measured.split()[3])
+    assert 0 < seconds <= 5.0 and lost > 0, outage.measured
+    assert checks["command-r1"].status == "passed"
+    assert not Path("/tmp/fidelnet-bgp-reset").exists()
