@@ -30,17 +30,18 @@ def test_short_hifi_suite(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "hifi.json").read_text())
     tests = {(t["test"], t["queue"]): t for t in doc}
     assert set(tests) == {
-        ("two-way", "htb"), ("fork-out", "htb"), ("single-switch", "htb"),
-        ("dumbbell", "htb"), ("udp-dumbbell", "droptail"), ("udp-dumbbell", "hifi"),
+        ("two-way", "fq"), ("fork-out", "fq"), ("single-switch", "fq"),
+        ("dumbbell", "fq"), ("udp-dumbbell", "droptail"), ("udp-dumbbell", "hifi"),
     }  # fmt: skip
     for t in doc:
         assert t["verdicts"], t["test"]  # every test was monitored and judged
         assert all(f["per_second_bps"] for f in t["flows"]), t["test"]
     # No TCP flow starves (how evenly they share is the figure the page reports).
     for t in doc:
-        if t["queue"] == "htb":
+        if t["queue"] == "fq":
             for f in t["flows"]:
                 mean = sum(f["per_second_bps"]) / len(f["per_second_bps"])
+                assert max(f["per_second_bps"]) < 101e6, (t["test"], f)  # whole seconds
                 assert mean > 10e6, (t["test"], f)
     assert tests[("udp-dumbbell", "hifi")]["jain"] >= 0.99, tests[("udp-dumbbell", "hifi")]
     page = (tmp_path / "hifi.html").read_text()

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from fidelnet.kernel.bpf import TC_ACT_OK, TC_ACT_STOLEN, loss_program
+from fidelnet.kernel.bpf import TC_ACT_OK, TC_ACT_STOLEN, flow_class_program, loss_program
 
 STEAL = [(0xB7, 0, 0, TC_ACT_STOLEN), (0x95, 0, 0, 0)]
 PASS = [(0xB7, 0, 0, TC_ACT_OK), (0x95, 0, 0, 0)]
@@ -48,3 +48,16 @@ def test_loss_of_one_takes_everything_and_bad_probabilities_are_refused() -> Non
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="outside"):
             loss_program(bad)
+
+
+def test_flow_class_is_the_base_plus_the_flow_hash_modulo_n() -> None:
+    prog = insns(flow_class_program(64, 0x10100))
+    assert prog == [
+        (0x85, 0, 0, 34),  # call bpf_get_hash_recalc (r1: the packet, as on entry)
+        (0x97, 0, 0, 64),  # r0 %= 64
+        (0x07, 0, 0, 0x10100),  # r0 += 1:100
+        (0x95, 0, 0, 0),  # return r0: the class id
+    ]
+    for n, base in ((0, 0x10100), (2**16, 0x10100), (4, 0), (4, 2**31 - 2)):
+        with pytest.raises(ValueError, match="flow classes"):
+            flow_class_program(n, base)

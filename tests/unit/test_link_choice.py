@@ -87,3 +87,24 @@ def test_random_loss_without_netem_stays_in_the_kernel_as_a_bpf_classifier() -> 
 def test_loss_with_what_bpf_cannot_do_goes_to_the_engine(params: LinkParams) -> None:
     assert choose("auto", params, EMPTY, BPF, "l").backend == "engine"
     assert tc_gaps(params, BPF)
+
+
+def test_fq_needs_a_rate_and_stays_in_the_kernel() -> None:
+    assert choose("auto", LinkParams(bw=10e6, queue="fq"), EMPTY, NO_NETEM, "l").backend == "tc"
+    assert any("fq queue without bw" in g for g in tc_gaps(LinkParams(queue="fq"), FULL))
+    # loss by the BPF classifier runs ahead of the fair queue; netem would go below it
+    assert (
+        choose("auto", LinkParams(bw=10e6, queue="fq", loss=1.0), EMPTY, BPF, "l").backend == "tc"
+    )
+    assert any("netem below each flow class" in g for g in tc_gaps(
+        LinkParams(bw=10e6, queue="fq", delay=0.01), FULL))  # fmt: skip
+
+
+def test_the_engine_has_no_fq_and_says_which_backend_has() -> None:
+    with pytest.raises(UnsupportedError) as info:
+        choose("engine", LinkParams(bw=10e6, queue="fq"), EMPTY, NO_NETEM, "link h1-s1")
+    assert "fq queue" in str(info.value) and "'tc'" in str(info.value)
+    with pytest.raises(UnsupportedError) as info:  # delay needs the engine, fq the kernel
+        choose("auto", LinkParams(bw=10e6, delay=0.01, queue="fq"), EMPTY, NO_NETEM, "link h1-s1")
+    msg = str(info.value)
+    assert "sch_netem" in msg and "fq queue" in msg and "link h1-s1" in msg

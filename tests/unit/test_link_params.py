@@ -105,7 +105,7 @@ def test_mininet_units() -> None:
         (LinkParams(jitter=0.001), "p.jitter", "needs a delay"),
         (LinkParams(max_queue_size=0), "p.max_queue_size", ">= 1"),
         (LinkParams(seed=-1), "p.seed", ">= 0"),
-        (LinkParams(queue="fq"), "p.queue", "unknown value"),  # type: ignore[arg-type]
+        (LinkParams(queue="red"), "p.queue", "unknown value"),  # type: ignore[arg-type]
         (LinkParams(loss=1.0, loss_model=GilbertElliott(1, 10)), "p.loss", "not both"),
         (LinkParams(loss_model=GilbertElliott(1, 0)), "p.loss.r", "positive"),
         (LinkParams(loss_model=GilbertElliott(1, 200)), "p.loss.r", "at most 100"),

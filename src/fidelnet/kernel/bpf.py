@@ -16,6 +16,12 @@ this is a cls_bpf filter and not a tcx program: tcx programs cannot steal.
 :func:`load` returns the program's file descriptor; the caller hands it to the
 filter (:func:`fidelnet.kernel.tc.set_bpf_filter`) and closes it: the filter holds
 the program from then on, and it goes with the interface.
+
+:func:`flow_class_program` spreads flows over the classes of an HTB qdisc for the
+``fq`` queue: a classic (not direct-action) ``cls_bpf`` classifier on the HTB root
+whose return value is the class id, ``base + skb_hash % n``. The hash is the
+kernel's flow hash (addresses, ports, protocol), so every packet of a flow lands in
+one class.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import struct
 
 from fidelnet.errors import KernelError
 
-__all__ = ["counter", "load", "loss_program", "read_counter"]
+__all__ = ["counter", "flow_class_program", "load", "loss_program", "read_counter"]
 
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "ppc64le": 361, "s390x": 351}
 _BPF_MAP_CREATE, _BPF_MAP_LOOKUP_ELEM, _BPF_PROG_LOAD = 0, 1, 5
@@ -37,6 +43,7 @@ _BPF_PSEUDO_MAP_FD = 1
 _FUNC_MAP_LOOKUP_ELEM = 1
 _BPF_PROG_TYPE_SCHED_CLS = 3
 _FUNC_GET_PRANDOM_U32 = 7
+_FUNC_GET_HASH_RECALC = 34
 TC_ACT_OK, TC_ACT_STOLEN = 0, 4
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -52,6 +59,7 @@ _ST_W = 0x62  # BPF_ST | BPF_MEM | BPF_W
 _MOV64_X = 0xBF  # BPF_ALU64 | BPF_MOV | BPF_X
 _ADD64_K = 0x07  # BPF_ALU64 | BPF_ADD | BPF_K
 _ATOMIC_ADD_DW = 0xDB  # BPF_STX | BPF_ATOMIC | BPF_DW, imm BPF_ADD
+_MOD64_K = 0x97  # BPF_ALU64 | BPF_MOD | BPF_K
 
 
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
@@ -79,6 +87,22 @@ def loss_program(p: float, counter_fd: int | None = None) -> bytes:
         + _insn(_JGE32_K, dst=0, off=len(steal) // 8, imm=signed)
         + steal
         + _insn(_MOV64_K, dst=0, imm=TC_ACT_OK)
+        + _insn(_EXIT)
+    )
+
+
+def flow_class_program(n: int, base: int) -> bytes:
+    """Instructions that return the class id ``base + bpf_get_hash_recalc(skb) % n``
+    (``r1`` holds the packet on entry, as the helper wants it)::
+
+        return base + bpf_get_hash_recalc(skb) % n;
+    """
+    if not 1 <= n < 2**16 or not 0 < base < 2**31 - n:
+        raise ValueError(f"flow classes: n={n}, base={base:#x}")
+    return (
+        _insn(_CALL, imm=_FUNC_GET_HASH_RECALC)
+        + _insn(_MOD64_K, dst=0, imm=n)
+        + _insn(_ADD64_K, dst=0, imm=base)
         + _insn(_EXIT)
     )
 

@@ -4,6 +4,16 @@ Rate limits use an HTB root with one class whose burst is sized from the rate: a
 least one millisecond of traffic at that rate and never less than one full frame
 (Mininet's fixed 15 kB burst starves links with a large bandwidth-delay product).
 Each class is read back after it is set and compared with what was asked.
+
+The ``fq`` queue (:func:`set_rate` with ``flows``) puts a fair queue below the rate,
+as a modern Linux host's default qdisc (systemd's ``fq_codel``) does on a real NIC:
+``flows`` HTB classes under the rate class, each guaranteed an equal share and
+allowed to borrow up to the whole rate with the same one-frame quantum, so backlogged
+classes take turns (deficit round robin); a BPF classifier on the root
+(:func:`fidelnet.kernel.bpf.flow_class_program`) puts each flow in the class of its
+hash. Without it, flows a host sends share one FIFO, and on a kernel with TCP Small
+Queues a flow that starts while another fills that FIFO can stay at a few percent of
+the rate for seconds (docs/links.md#fair-queue).
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from fidelnet.kernel import bpf, ns
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = [
+    "FLOW_MINOR",
+    "FQ_CLASSES",
     "HTB_MAX_RATE",
     "burst_for",
     "check_rate",
@@ -45,6 +57,10 @@ _CLSACT = 0xFFFF0000  # ffff:, the clsact qdisc's handle
 _HOOK = {"ingress": 0xFFFFFFF2, "egress": 0xFFFFFFF3}  # TC_H_CLSACT | TC_H_MIN_{IN,E}GRESS
 _ETH_P_ALL = 0x0003  # pyroute2 puts it in network order
 _BPF_PRIO = 2  # below the mirred redirect (prio 1) of a link moved onto the engine
+FQ_CLASSES = 64
+"""Flow classes of the ``fq`` queue: two flows share a class (and its FIFO) with
+probability 1/64."""
+FLOW_MINOR = 0x100  # the flow classes are 1:100 .. 1:13f
 
 
 def burst_for(rate_bps: float) -> int:
@@ -70,17 +86,24 @@ def set_rate(
     queue_bytes: int | None = None,
     *,
     change: bool = False,
+    flows: int = 0,
 ) -> None:
     """Shape egress of interface ``index`` to ``rate_bps`` with an HTB class, with a
     packet (pfifo) or byte (bfifo) FIFO below it when a limit is given.
 
-    ``change=True`` alters an existing class in place (its queue is kept)."""
+    ``flows``: a fair queue of that many flow classes below the rate class instead of
+    one FIFO, each flow class with its own FIFO of the given limit.
+
+    ``change=True`` alters an existing class in place (its queue is kept; not with
+    ``flows``)."""
     check_rate(rate_bps, f"link {index}")
+    if flows and change:
+        raise KernelError(f"tc htb on link {index}: a fair queue is rebuilt, not changed")
     rate = f"{int(rate_bps)}bit"
     burst = burst_for(rate_bps)
     try:
         if not change:
-            nl.ipr.tc("add", "htb", index, _ROOT, default=1)
+            nl.ipr.tc("add", "htb", index, _ROOT, default=FLOW_MINOR if flows else 1)
         nl.ipr.tc(
             "change-class" if change else "add-class",
             "htb",
@@ -92,13 +115,64 @@ def set_rate(
             burst=burst,
             cburst=burst,
         )
-        if queue_bytes is not None:
+        if flows:
+            _flow_classes(nl, index, rate_bps, flows, queue_packets, queue_bytes)
+        elif queue_bytes is not None:
             nl.ipr.tc("replace", "bfifo", index, _LEAF, parent=_CLASS, limit=queue_bytes)
         elif queue_packets is not None:
             nl.ipr.tc("replace", "pfifo", index, _LEAF, parent=_CLASS, limit=queue_packets)
     except NetlinkError as exc:
         raise KernelError(f"tc htb on link {index}: {exc}") from exc
     _check_rate(nl, index, rate_bps)
+    if flows:
+        _check_flow_classes(nl, index, flows)
+
+
+def _flow_classes(
+    nl: Netlink,
+    index: int,
+    rate_bps: float,
+    flows: int,
+    queue_packets: int | None,
+    queue_bytes: int | None,
+) -> None:
+    rate, share = f"{int(rate_bps)}bit", f"{max(8, int(rate_bps / flows))}bit"
+    burst = burst_for(rate_bps)
+    for i in range(flows):
+        minor = FLOW_MINOR + i
+        classid = (_ROOT & 0xFFFF0000) | minor
+        nl.ipr.tc(
+            "add-class", "htb", index, classid, parent=_CLASS, rate=share, ceil=rate,
+            burst=burst, cburst=burst, quantum=FRAME,
+        )  # fmt: skip
+        leaf = minor << 16
+        if queue_bytes is not None:
+            nl.ipr.tc("add", "bfifo", index, leaf, parent=classid, limit=queue_bytes)
+        elif queue_packets is not None:
+            nl.ipr.tc("add", "pfifo", index, leaf, parent=classid, limit=queue_packets)
+    fd = bpf.load(bpf.flow_class_program(flows, (_ROOT & 0xFFFF0000) | FLOW_MINOR), "fidelnet_fq")
+    try:
+        nl.ipr.tc(
+            "add-filter", "bpf", index, handle=1, parent=_ROOT, protocol=_ETH_P_ALL, prio=1,
+            fd=fd, name="fidelnet_fq",
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+
+
+def _check_flow_classes(nl: Netlink, index: int, flows: int) -> None:
+    minors = {
+        int(msg["handle"]) & 0xFFFF
+        for msg in nl.ipr.get_classes(index=index)
+        if int(msg["parent"]) == _CLASS
+    }
+    missing = set(range(FLOW_MINOR, FLOW_MINOR + flows)) - minors
+    if missing:
+        raise KernelError(f"tc fq on link {index}: {len(missing)} of {flows} flow classes missing")
+    for msg in nl.ipr.get_filters(index=index, parent=_ROOT):
+        if msg.get_attr("TCA_KIND") == "bpf" and msg.get_attr("TCA_OPTIONS") is not None:
+            return
+    raise KernelError(f"tc fq on link {index}: the flow classifier is missing after it was set")
 
 
 def set_netem(

@@ -19,7 +19,7 @@ from fidelnet.errors import UnsupportedError
 from fidelnet.kernel.tc import HTB_MAX_RATE
 from fidelnet.topology.spec import LinkParams
 
-__all__ = ["NEEDS_QDISCS", "Choice", "bpf_loss", "choose", "tc_gaps"]
+__all__ = ["NEEDS_QDISCS", "Choice", "bpf_loss", "choose", "engine_gaps", "tc_gaps"]
 
 Backend = Literal["veth", "tc", "engine"]
 
@@ -71,19 +71,45 @@ def tc_gaps(params: LinkParams, caps: frozenset[str]) -> list[str]:
             gaps.append(what)
     if params.queue == "hifi":
         gaps.append("the hifi queue")
+    if params.queue == "fq":
+        if params.bw is None:
+            gaps.append("the fq queue without bw (a veth queue never builds up)")
+        netem_fq = [f for f in _NETEM_FIELDS if getattr(params, f) and f != "loss"]
+        if params.loss and not bpf_loss(params, caps):
+            netem_fq.append("loss")
+        if netem_fq:
+            gaps.append(f"the fq queue with {', '.join(netem_fq)} (netem below each flow class)")
     if (params.max_queue_size or params.queue_bytes) and params.bw is None:
         gaps.append("a queue limit without bw (a veth queue never builds up)")
     return gaps
+
+
+def engine_gaps(params: LinkParams) -> list[str]:
+    """What the engine backend cannot honour for ``params``."""
+    if params.queue == "fq":
+        return ["the fq queue (the engine's queues are droptail and hifi)"]
+    return []
 
 
 def choose(
     requested: str, ab: LinkParams, ba: LinkParams, caps: frozenset[str], where: str
 ) -> Choice:
     """The backend for a link whose directions have ``ab`` and ``ba``."""
+    engine = sorted(set(engine_gaps(ab)) | set(engine_gaps(ba)))
     if requested == "engine":
+        if engine:
+            raise UnsupportedError(
+                "; ".join(engine), f"{where} (backend engine)", "choose backend 'tc' or 'auto'"
+            )
         return Choice("engine", "asked for")
     empty = ab.is_empty() and ba.is_empty()
     gaps = sorted(set(tc_gaps(ab, caps)) | set(tc_gaps(ba, caps)))
+    if gaps and engine:
+        raise UnsupportedError(
+            "; ".join(gaps + engine),
+            f"{where} (neither tc nor the engine can do all of it)",
+            "drop the fq queue, or what the tc backend cannot do",
+        )
     if requested == "tc":
         if gaps:
             raise UnsupportedError(

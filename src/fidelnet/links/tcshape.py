@@ -3,6 +3,8 @@ interface's egress.
 
 Rate: an HTB class with the burst sized from the rate (:func:`fidelnet.kernel.tc.
 burst_for`), and below it a pfifo (``max_queue_size``) or bfifo (``queue_bytes``).
+``queue: fq``: a fair queue of flow classes below the rate instead
+(:data:`fidelnet.kernel.tc.FQ_CLASSES`, each with its own FIFO of the limit).
 Delay, jitter, loss, duplicate and corrupt: netem, below the HTB class when there is
 a rate, else at the root. netem's own limit counts the packets it delays as well as
 those waiting, so it is raised by the packets one bandwidth-delay product holds
@@ -76,7 +78,8 @@ def apply(
             os.close(fd)
     elif change:
         tc.remove_bpf_filter(nl, index)
-    if change and not _same_structure(nl, index, params, netem):
+    fair = params.queue == "fq"
+    if change and (fair or not _same_structure(nl, index, params, netem)):
         change = False
     if not change:
         tc.clear_root(nl, index)
@@ -91,6 +94,7 @@ def apply(
             None if netem else queue,
             None if netem else params.queue_bytes,
             change=change,
+            flows=tc.FQ_CLASSES if fair else 0,
         )
     if netem is not None:
         tc.set_netem(nl, index, netem, under_rate=params.bw is not None, change=change)
@@ -99,7 +103,10 @@ def apply(
 def _same_structure(
     nl: Netlink, index: int, params: LinkParams, netem: dict[str, Any] | None
 ) -> bool:
-    kinds = {q["kind"] for q in tc.qdisc_stats(nl, index)}
+    qdiscs = tc.qdisc_stats(nl, index)
+    if any(int(str(q["handle"]).rstrip(":"), 16) >= tc.FLOW_MINOR for q in qdiscs):
+        return False  # a fair queue is rebuilt
+    kinds = {q["kind"] for q in qdiscs}
     has_rate = "htb" in kinds
     has_netem = "netem" in kinds
     return has_rate == (params.bw is not None) and has_netem == (netem is not None)

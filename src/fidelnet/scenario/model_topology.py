@@ -102,8 +102,9 @@ class LinkParamsModel(_Model):
     """Bottleneck queue limit in packets."""
     queue_bytes: _SIZE_TEXT | None = None
     """Bottleneck queue limit in bytes (``64KiB``; a bare number is bytes)."""
-    queue: Literal["droptail", "hifi"] | None = None
-    """``droptail`` (default) or ``hifi``."""
+    queue: Literal["droptail", "hifi", "fq"] | None = None
+    """``droptail`` (default, one FIFO), ``hifi`` (random drop, engine) or ``fq`` (a fair
+    queue per flow, as a Linux host's own qdisc; tc, needs ``bw``)."""
     overhead: _SIZE_TEXT | None = None
     """Bytes added to each packet for rate accounting (24: preamble, FCS, gap)."""
     trace: str | None = None

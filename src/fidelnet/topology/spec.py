@@ -48,8 +48,9 @@ DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf")
 
 JitterDist = Literal["uniform", "normal"]
 JITTER_DISTS: tuple[str, ...] = ("uniform", "normal")
-QueueKind = Literal["droptail", "hifi"]
-QUEUE_KINDS: tuple[str, ...] = ("droptail", "hifi")
+# droptail: one FIFO; hifi: random drop (engine); fq: a fair queue per flow (tc)
+QueueKind = Literal["droptail", "hifi", "fq"]
+QUEUE_KINDS: tuple[str, ...] = ("droptail", "hifi", "fq")
 LinkBackend = Literal["auto", "tc", "engine"]
 LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine")
 EngineEndpoint = Literal["auto", "tap", "af_xdp"]
