@@ -55,7 +55,7 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test fuzz bench bench-scale bench-links bench-line distclean
+.PHONY: help install apt-deps venv native run check test fuzz soak bench bench-scale bench-links bench-line distclean
 
 help:
 	@sed -n '1,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
@@ -110,10 +110,20 @@ check: venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-## fuzz: the long fuzz budget of every parser that takes users' text (tests/unit/test_fuzz_inputs.py; FUZZ_EXAMPLES per test)
+## fuzz: the long fuzz budget of every parser that takes users' text and of the engine's control
+## protocol, link parameters and receiver (FUZZ_EXAMPLES per Python test, FUZZ_CASES per Rust one;
+## each Rust case is up to 63 control lines, 119 link steps or 199 datagrams)
 FUZZ_EXAMPLES ?= 20000
+FUZZ_CASES ?= 40000
 fuzz: install
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --workspace fuzz_ -- --nocapture
 	FIDELNET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FIDELNET_FUZZ_RANDOM=1 $(VENV_PATH) $(VENV)/bin/pytest -q tests/unit/test_fuzz_inputs.py
+
+## soak: one long run (SOAK_MINUTES) and rounds of four runs at once, killed at random (bench/soak.py)
+SOAK_MINUTES ?= 60
+soak: install
+	$(VENV)/bin/python bench/soak.py run --minutes $(SOAK_MINUTES)
+	$(VENV)/bin/python bench/soak.py concurrent --rounds 3
 
 ## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
 test: APT_EXTRA = $(APT_TEST)

@@ -6,6 +6,7 @@ ValidationError naming the field."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -41,5 +42,41 @@ def test_unknown_nodes_links_and_indexes_are_named() -> None:
         with pytest.raises(ValidationError, match="0 link"):
             net.delLinkBetween(h1, h2, index=3)
         assert net.pingAll() == 0.0  # nothing was changed by the refused calls
+    finally:
+        net.stop()
+
+
+def test_tests_and_link_status_name_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fidelnet.compat.cli import CLI
+
+    net = Mininet(topo=SingleSwitchTopo(2), controller=NullController)
+    net.start()
+    try:
+        with pytest.raises(UnknownNodeError, match="no node 'h9'"):
+            net.ping(["h1", "h9"])
+        with pytest.raises(ValidationError, match="not a node of this network"):
+            net.ping([net["h1"], object()])
+        with pytest.raises(ValidationError, match="ping.hosts: must be a list of nodes"):
+            net.ping("h1")
+        with pytest.raises(ValidationError, match="iperf.l4Type"):
+            net.iperf(["h1", "h2"], l4Type="SCTP")
+        assert net.ping(["h1", "h2"]) == 0.0  # names work where nodes do
+        capsys.readouterr()
+        net.configLinkStatus("h1", "h9", "down")
+        net.configLinkStatus("h1", "s1", "sideways")
+        err = capsys.readouterr().err
+        assert "dst not in network: h9 (nodes: c0, h1, h2, s1)" in err
+        assert "link status must be 'up' or 'down', not 'sideways'" in err
+        # The CLI prints fidelnet's errors and goes on.
+        script = tmp_path / "cmds"
+        script.write_text("iperfudp 10M h1 h9\nlink h1 s9 down\npy net.ping(['h1', 'h7'])\n")
+        CLI(net, script=str(script))
+        out = capsys.readouterr()
+        assert "node 'h9' not in network" in out.err
+        assert "src not in network" not in out.err and "dst not in network: s9" in out.err
+        assert "no node 'h7' in the network" in out.out + out.err
+        assert net.pingAll() == 0.0
     finally:
         net.stop()

@@ -119,6 +119,37 @@ def test_custom_file_topos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert "pair" in exc.value.choices
 
 
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"topos = {\n", ":1: SyntaxError"),
+        (b"x = 1\ntopos = {'a': undefined_name}\n", ":2: raised NameError"),
+        (b"\xff\xfe", "not UTF-8 text (byte 0)"),
+        (b"x = 1\x00\n", "null bytes"),
+    ],
+)
+def test_bad_custom_files_are_named_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, needle: str
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    custom = tmp_path / "bad.py"
+    custom.write_bytes(content)
+    with pytest.raises(ValidationError) as exc:
+        parse(["--custom", str(custom)])
+    assert exc.value.field == "--custom" and needle in str(exc.value), str(exc.value)
+
+
+def test_a_custom_file_over_the_limit_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    big = tmp_path / "big.py"
+    with big.open("wb") as f:
+        f.truncate((4 << 20) + 1)
+    with pytest.raises(ValidationError, match="the limit is 4194304 bytes"):
+        parse(["--custom", str(big)])
+
+
 def test_run_mn_invalid_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_mn(["--topo", "ring,3"]) == 2
     assert "unknown topology 'ring'" in capsys.readouterr().err

@@ -80,3 +80,30 @@ def test_process_identity_uses_start_time() -> None:
     assert state.process_matches(os.getpid(), start)
     assert not state.process_matches(os.getpid(), start + 1)
     assert state.process_start_time(2**22 + 12345) is None
+
+
+def test_every_file_a_run_records_is_its_own_object() -> None:
+    # Found by the soak benchmark: every "file" record had the same identity, so only
+    # the first (linkd's socket) was removed by `fidelnet clean`, never its log.
+    st = state.RunState.create(command="test")
+    st.record("file", path="/run/fidelnet/x.linkd.sock")
+    st.record("file", path="/run/fidelnet/x.linkd.log")
+    st.gone("file", path="/run/fidelnet/x.linkd.sock")
+    assert st.live_objects() == [{"kind": "file", "path": "/run/fidelnet/x.linkd.log"}]
+    st.close(remove=True)
+
+
+def test_a_zombie_owner_owns_nothing() -> None:
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["sleep", "0"])
+    start = state.process_start_time(child.pid)
+    assert start is not None
+    deadline = time.monotonic() + 5
+    while state.process_running(child.pid, start):  # exits, not reaped: a zombie
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert state.process_matches(child.pid, start)  # the pid is still that process
+    child.wait()
+    assert not state.process_matches(child.pid, start)

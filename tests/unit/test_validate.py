@@ -318,3 +318,32 @@ def test_ipv6_off_is_a_valid_topology() -> None:
     spec = linear(2)
     spec.ipv6 = False
     assert problems(spec) == []
+
+
+def test_topology_size_limits_are_named_before_anything_else_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    from fidelnet.topology import limits
+    from fidelnet.topology.builders import single
+
+    validate_mod = importlib.import_module("fidelnet.topology.validate")
+
+    spec = single(1100)
+    for node in spec.nodes.values():
+        if node.kind == "switch":
+            node.datapath = "bridge"
+    found = problems(spec)
+    assert [p.field for p in found] == ["nodes.s1"]
+    assert "1100 ports on a Linux bridge, which holds at most 1024" in str(found[0])
+    spec.nodes["s1"].datapath = "bpf"  # the BPF switch has room
+    assert problems(spec) == []
+    monkeypatch.setattr(validate_mod, "BPF_SWITCH_PORTS", 1000)
+    assert [p.field for p in problems(spec)] == ["datapath"]
+    monkeypatch.setattr(validate_mod, "MAX_NODES", 100)
+    monkeypatch.setattr(validate_mod, "MAX_LINKS", 100)
+    found = problems(spec)
+    assert [p.field for p in found][:2] == ["nodes", "links"]
+    assert "1,101 nodes; the limit is 100" in str(found[0])
+    assert limits.MAX_NODES == 100_000

@@ -11,6 +11,7 @@ use crate::daemon::{conn_token, Conn, Daemon, CONN_READ_BUDGET, MAX_LINE, MAX_OU
 use crate::endpoint::Opener;
 use crate::log;
 use crate::protocol;
+use crate::state::{MAX_CONNS, MAX_REQUESTS_PER_TURN};
 
 impl<O: Opener> Daemon<O> {
     pub(crate) fn accept(&mut self) {
@@ -19,7 +20,23 @@ impl<O: Opener> Daemon<O> {
         };
         loop {
             match listener.accept() {
-                Ok((stream, _)) => {
+                Ok((mut stream, _)) => {
+                    if self.conns.len() >= MAX_CONNS {
+                        // Told why, then closed (a blocking write of one short
+                        // line to a fresh socket's empty buffer cannot block).
+                        let _ = stream.write_all(&protocol::reply(
+                            None,
+                            Err(format!(
+                                "control: {MAX_CONNS} connections are open, the most linkd \
+                                 serves; closing this one"
+                            )),
+                        ));
+                        if self.refused.is_power_of_two() {
+                            log!("control: refused a connection: {MAX_CONNS} are open");
+                        }
+                        self.refused += 1;
+                        continue;
+                    }
                     if let Err(e) = stream.set_nonblocking(true) {
                         log!("control: cannot make a connection non-blocking: {e}");
                         continue;
@@ -42,6 +59,7 @@ impl<O: Opener> Daemon<O> {
                             outbuf: Vec::new(),
                             eof: false,
                             interest,
+                            pending: false,
                         },
                     );
                 }
@@ -61,7 +79,7 @@ impl<O: Opener> Daemon<O> {
             return;
         };
         let readable = EpollFlags::EPOLLIN | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR;
-        if flags.intersects(readable) && !conn.eof {
+        if flags.intersects(readable) && !conn.eof && !conn.pending {
             let mut budget = CONN_READ_BUDGET;
             while budget > 0 {
                 match conn.stream.read(&mut self.buf) {
@@ -87,7 +105,28 @@ impl<O: Opener> Daemon<O> {
         self.flush_conn(id);
     }
 
-    /// Answer every complete line in connection `id`'s input.
+    /// Answer the requests that waited for their turn, one share
+    /// ([`MAX_REQUESTS_PER_TURN`]) per connection.
+    pub(crate) fn serve_pending(&mut self) {
+        let ids: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.pending)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.serve_lines(id);
+            self.flush_conn(id);
+        }
+    }
+
+    /// Whether a connection has requests waiting for the next turn.
+    pub(crate) fn any_pending(&self) -> bool {
+        self.conns.values().any(|c| c.pending)
+    }
+
+    /// Answer up to [`MAX_REQUESTS_PER_TURN`] complete lines of connection
+    /// `id`'s input; more wait for the next turn (`pending`).
     fn serve_lines(&mut self, id: u64) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -96,16 +135,23 @@ impl<O: Opener> Daemon<O> {
         let eof = conn.eof;
         let mut out = Vec::new();
         let mut start = 0;
+        let mut served = 0;
+        let mut pending = false;
         while self.shutdown.is_none() {
             let Some(len) = inbuf[start..].iter().position(|&b| b == b'\n') else {
                 break;
             };
+            if served == MAX_REQUESTS_PER_TURN {
+                pending = true;
+                break;
+            }
             out.extend(self.serve_line(&inbuf[start..start + len]));
+            served += 1;
             start += len + 1;
         }
         let mut rest = inbuf[start..].to_vec();
         let mut eof_now = eof;
-        if self.shutdown.is_none() {
+        if self.shutdown.is_none() && !pending {
             if eof && !rest.is_empty() {
                 // A last request without its newline.
                 out.extend(self.serve_line(&rest));
@@ -125,6 +171,7 @@ impl<O: Opener> Daemon<O> {
             conn.inbuf = rest;
             conn.outbuf.extend(out);
             conn.eof = eof_now;
+            conn.pending = pending;
         }
     }
 
@@ -169,12 +216,12 @@ impl<O: Opener> Daemon<O> {
             self.close_conn(id);
             return;
         }
-        if conn.eof && conn.outbuf.is_empty() {
+        if conn.eof && conn.outbuf.is_empty() && !conn.pending {
             self.close_conn(id);
             return;
         }
         let mut interest = EpollFlags::empty();
-        if !conn.eof {
+        if !conn.eof && !conn.pending {
             interest |= EpollFlags::EPOLLIN;
         }
         if !conn.outbuf.is_empty() {

@@ -17,7 +17,6 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io;
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
@@ -27,9 +26,9 @@ use nix::sys::signalfd::SignalFd;
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
-use crate::endpoint::{Endpoint, Opener};
-use crate::ingress::{self, Ingress};
+use crate::endpoint::Opener;
 use crate::log;
+use crate::packets::schedule;
 use crate::pool::{Inbox, Pool};
 use crate::rtguard::{self, Pressure, RtGuard, Switch};
 use crate::timing::{Plan, Timing};
@@ -53,6 +52,8 @@ pub struct Daemon<O: Opener> {
     pub(crate) signals: Option<SignalFd>,
     pub(crate) conns: HashMap<u64, Conn>,
     pub(crate) next_conn: u64,
+    /// Connections refused because [`crate::state::MAX_CONNS`] were open.
+    pub(crate) refused: u64,
     pub(crate) links: HashMap<u64, Link<O::Endpoint>>,
     pub(crate) names: BTreeMap<String, u64>,
     pub(crate) next_link: u64,
@@ -132,6 +133,7 @@ impl<O: Opener> Daemon<O> {
             signals,
             conns: HashMap::new(),
             next_conn: 1,
+            refused: 0,
             links: HashMap::new(),
             names: BTreeMap::new(),
             next_link: 1,
@@ -188,10 +190,13 @@ impl<O: Opener> Daemon<O> {
     /// One turn of the loop: wait (at most `max_wait`, if given, when no
     /// deadline is nearer), handle what is ready, send what is due.
     pub fn turn(&mut self, max_wait: Option<Duration>) -> io::Result<()> {
+        // Requests left from the last turn first (a share of each client's).
+        self.serve_pending();
         let start = now_ns();
         let next = self.next_deadline();
         let plan = self.timing.plan(start, next);
         let timeout = match plan {
+            _ if self.any_pending() => EpollTimeout::ZERO,
             Plan::Due | Plan::Spin => EpollTimeout::ZERO,
             Plan::Sleep(at) => {
                 self.set_timer(Some(at))?;
@@ -354,149 +359,6 @@ impl<O: Opener> Daemon<O> {
             self.shutdown = Some(name.to_owned());
         }
     }
-
-    /// Read up to `batch` frames from endpoint `side` of link `id` and push
-    /// each, timestamped as it is read, into the direction it enters (see
-    /// [`ingress::enter`] for super-frames).
-    fn read_endpoint(&mut self, id: u64, side: usize) {
-        let Some(link) = self.links.get_mut(&id) else {
-            return;
-        };
-        if link.gone[side] {
-            return;
-        }
-        let header = link.ends[side].header_len();
-        let mut pushed = false;
-        for _ in 0..self.config.batch {
-            match link.ends[side].recv(&mut self.buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let read = now_ns();
-                    // The kernel's arrival stamp where the endpoint has one
-                    // (never later than now; a stamp more than a second old
-                    // is not believed).
-                    let now = match link.ends[side].rx_stamp() {
-                        Some(t) if t <= read && read - t < 1_000_000_000 => t,
-                        _ => read,
-                    };
-                    let frame = &self.buf[..n];
-                    pushed = true;
-                    let at = Ingress {
-                        link: &link.name,
-                        side,
-                        header,
-                        chunk_ns: self.config.chunk_ns,
-                    };
-                    ingress::enter(&mut link.dirs[side], &at, now, frame, &mut self.segments);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Not transient (for a TAP device: EBADFD once the
-                    // device is gone). A level-triggered error would wake
-                    // the loop forever: stop watching this endpoint.
-                    link.dirs[side].read_errors += 1;
-                    link.gone[side] = true;
-                    let _ = self.epoll.delete(link.ends[side].as_fd());
-                    log!(
-                        "link {:?}: read from endpoint {} failed ({e}); no longer reading it",
-                        link.name,
-                        SIDE_NAMES[side]
-                    );
-                    break;
-                }
-            }
-        }
-        if pushed {
-            self.schedule(id, side);
-        }
-    }
-
-    /// Hand every due departure to its egress endpoint, in deadline order
-    /// across links (see [`release`]).
-    pub fn poll_departures(&mut self) {
-        loop {
-            let now = now_ns();
-            let Some(&Reverse((due, id, i))) = self.deadlines.peek() else {
-                break;
-            };
-            if due > now {
-                break;
-            }
-            self.deadlines.pop();
-            let Some(link) = self.links.get_mut(&id) else {
-                continue;
-            };
-            if link.dirs[i].scheduled != Some(due) {
-                continue; // stale: the direction was rescheduled
-            }
-            link.dirs[i].scheduled = None;
-            let sent = release(link, i);
-            schedule(&mut self.deadlines, id, i, &mut link.dirs[i]);
-            if sent == 0 && link.dirs[i].scheduled.is_some_and(|d| d <= now) {
-                // The model advanced without a departure and is due again:
-                // leave it to the next turn rather than loop here.
-                break;
-            }
-        }
-    }
-}
-
-/// Enter direction `i`'s next deadline in `heap` if it changed.
-fn schedule(
-    heap: &mut BinaryHeap<Reverse<(u64, u64, usize)>>,
-    id: u64,
-    i: usize,
-    st: &mut DirState,
-) {
-    let next = st.dir.next_deadline();
-    if next != st.scheduled {
-        st.scheduled = next;
-        if let Some(d) = next {
-            heap.push(Reverse((d, id, i)));
-        }
-    }
-}
-
-/// Send every departure of direction `i` of `link` that is due; return how
-/// many left.
-///
-/// The clock is read before each `poll`; that reading, minus the
-/// departure's scheduled time, is passed to `record_lateness`. Lateness is
-/// therefore the *scheduling error* of the daemon (how long after its
-/// deadline the frame was taken out of the model), measured just before the
-/// write; the write's own cost is the same for every frame and shows in
-/// throughput, not here.
-fn release<E: Endpoint>(link: &mut Link<E>, i: usize) -> usize {
-    let mut sent = 0;
-    let st = &mut link.dirs[i];
-    loop {
-        let now = now_ns();
-        match st.dir.next_deadline() {
-            Some(d) if d <= now => {}
-            _ => break,
-        }
-        let Some(dep) = st.dir.poll(now) else { break };
-        sent += 1;
-        st.dir.record_lateness(now.saturating_sub(dep.scheduled_ns));
-        if let Err(e) = link.ends[1 - i].send(&dep.data) {
-            st.write_errors += 1;
-            // One line per power of two: visible, never a flood.
-            if st.write_errors.is_power_of_two() {
-                log!(
-                    "link {:?} {}: write to endpoint {} failed: {e} ({} write errors so far)",
-                    link.name,
-                    DIR_NAMES[i],
-                    SIDE_NAMES[1 - i],
-                    st.write_errors
-                );
-            }
-        }
-    }
-    if sent > 0 {
-        link.ends[1 - i].flush();
-    }
-    sent
 }
 
 /// The epoll timeout when nothing is due: `max_wait`, or for ever.

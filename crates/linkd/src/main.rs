@@ -14,6 +14,7 @@ mod gso;
 mod ingress;
 mod opener;
 mod ops;
+mod packets;
 mod pool;
 mod protocol;
 mod rtguard;
@@ -240,5 +241,7 @@ fn run(cli: &Cli) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_control;
 #[cfg(test)]
 mod tests_pool;

@@ -20,6 +20,14 @@ pub(crate) const MAX_OUTBUF: usize = 64 << 20;
 /// Bytes read from one control connection per wakeup, for fairness.
 pub(crate) const CONN_READ_BUDGET: usize = 1 << 20;
 
+/// Control connections served at once; one more is told so and closed.
+pub const MAX_CONNS: usize = 64;
+
+/// Requests of one connection answered per turn of the loop: a client that
+/// sends thousands at once delays the packets of the turn by at most this
+/// many requests' work, and is not read again until they are answered.
+pub const MAX_REQUESTS_PER_TURN: usize = 64;
+
 /// Names of the directions, indexed like [`Link::dirs`].
 pub(crate) const DIR_NAMES: [&str; 2] = ["ab", "ba"];
 /// Names of the endpoints, indexed like [`Link::ends`].
@@ -154,4 +162,7 @@ pub(crate) struct Conn {
     /// The client will send nothing more; close once `outbuf` is sent.
     pub(crate) eof: bool,
     pub(crate) interest: EpollFlags,
+    /// `inbuf` holds complete requests past this turn's share
+    /// ([`MAX_REQUESTS_PER_TURN`]): answered next turn, nothing read until then.
+    pub(crate) pending: bool,
 }

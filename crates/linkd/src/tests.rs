@@ -174,7 +174,7 @@ impl FakeOpener {
     }
 }
 
-fn daemon() -> (Daemon<FakeOpener>, FakeOpener) {
+pub(crate) fn daemon() -> (Daemon<FakeOpener>, FakeOpener) {
     let opener = FakeOpener::default();
     let d = Daemon::new(opener.clone(), Config::default(), None, None).unwrap();
     (d, opener)

@@ -13,6 +13,8 @@ mod cli;
 mod cpu;
 mod ethtool;
 mod frame;
+#[cfg(test)]
+mod fuzz;
 mod hist;
 mod mmsg;
 mod output;

@@ -214,13 +214,55 @@ def _load_custom(paths: list[str]) -> dict[str, dict[str, Any]]:
             if not os.path.isfile(path):
                 raise ValidationError("--custom", "no such file", path)
             scope: dict[str, Any] = {"__file__": path, "__name__": "__custom__"}
-            with open(path, encoding="utf-8") as f:
-                exec(compile(f.read(), path, "exec"), scope, scope)
+            _run_custom(path, scope)
             for key, table in found.items():
                 extra = scope.get(key)
                 if isinstance(extra, dict):
                     table.update(extra)
     return found
+
+
+MAX_CUSTOM_BYTES = 4 << 20
+"""The largest ``--custom`` file (as scenario files)."""
+
+
+def _run_custom(path: str, scope: dict[str, Any]) -> None:
+    """Compile and run one ``--custom`` file; every failure a ValidationError that
+    names the file and, where there is one, the line."""
+    size = os.path.getsize(path)
+    if size > MAX_CUSTOM_BYTES:
+        raise ValidationError(
+            "--custom", f"file of {size} bytes; the limit is {MAX_CUSTOM_BYTES} bytes", path
+        )
+    try:
+        with open(path, "rb") as f:
+            source = f.read(MAX_CUSTOM_BYTES + 1).decode("utf-8")
+        code = compile(source, path, "exec")
+    except UnicodeDecodeError as exc:
+        raise ValidationError("--custom", f"not UTF-8 text (byte {exc.start})", path) from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the source
+        line = getattr(exc, "lineno", None)
+        where = f"{path}:{line}" if line else path
+        raise ValidationError(
+            "--custom", f"{where}: {exc.__class__.__name__}: {exc}", path
+        ) from None
+    except OSError as exc:
+        raise ValidationError("--custom", f"cannot read: {exc.strerror}", path) from None
+    try:
+        exec(code, scope, scope)
+    except FidelnetError:
+        raise
+    except Exception as exc:
+        tb = exc.__traceback__
+        line = None
+        while tb is not None:  # the deepest frame in the custom file
+            if tb.tb_frame.f_code.co_filename == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = f"{path}:{line}" if line else path
+        raise ValidationError(
+            "--custom", f"{where}: raised {exc.__class__.__name__}: {exc}", path
+        ) from exc
 
 
 def _topo(text: str, custom: dict[str, Any]) -> Any:

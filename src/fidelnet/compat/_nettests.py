@@ -93,6 +93,29 @@ class NetTests:
 
     hosts: list[Any]
     fn_net: Any
+    nameToNode: dict[str, Any]
+
+    def _fn_nodes(self, hosts: Any, where: str) -> list[Any]:
+        """``hosts`` as node objects: nodes of this network, or their names; anything
+        else is an error naming the place and the nodes there are."""
+        from fidelnet.errors import UnknownNodeError
+
+        if isinstance(hosts, str | bytes) or not hasattr(hosts, "__iter__"):
+            raise ValidationError(f"{where}.hosts", "must be a list of nodes", hosts)
+        out = []
+        for given in hosts:
+            node = given
+            if isinstance(given, str):
+                if given not in self.nameToNode:
+                    raise UnknownNodeError(given, list(self.nameToNode))
+                node = self.nameToNode[given]
+            name = getattr(node, "name", None)
+            if not isinstance(name, str) or self.nameToNode.get(name) is not node:
+                raise ValidationError(
+                    f"{where}.hosts", "not a node of this network", given, sorted(self.nameToNode)
+                )
+            out.append(node)
+        return out
 
     # -- ping ---------------------------------------------------------------------------------
 
@@ -171,6 +194,7 @@ class NetTests:
         if not hosts:
             hosts = self.hosts
             output("*** Ping: testing ping reachability\n")
+        hosts = self._fn_nodes(hosts, "ping")
         for node, dests, results in self._ping_rounds(hosts, timeout):
             output(f"{node.name} -> ")
             for dest, result in zip(dests, results, strict=True):
@@ -197,6 +221,7 @@ class NetTests:
         if not hosts:
             hosts = self.hosts
             output("*** Ping: testing ping reachability\n")
+        hosts = self._fn_nodes(hosts, "pingFull")
         for node, dests, outs in self._ping_rounds(hosts, timeout):
             output(f"{node.name} -> ")
             for dest, result in zip(dests, outs, strict=True):
@@ -213,14 +238,19 @@ class NetTests:
     def pingAll(self, timeout: Any = None) -> float:
         return self.ping(timeout=timeout)
 
+    def _fn_pair(self, where: str) -> list[Any]:
+        if len(self.hosts) < 2:
+            raise ValidationError(where, f"needs two hosts, the network has {len(self.hosts)}")
+        return [self.hosts[0], self.hosts[1]]
+
     def pingPair(self) -> float:
-        return self.ping(hosts=[self.hosts[0], self.hosts[1]])
+        return self.ping(hosts=self._fn_pair("pingPair"))
 
     def pingAllFull(self) -> list[Any]:
         return self.pingFull()
 
     def pingPairFull(self) -> list[Any]:
-        return self.pingFull(hosts=[self.hosts[0], self.hosts[1]])
+        return self.pingFull(hosts=self._fn_pair("pingPairFull"))
 
     # -- iperf ----------------------------------------------------------------------------------
 
@@ -243,7 +273,10 @@ class NetTests:
     ) -> list[str]:
         """Measure bandwidth from the first host (client) to the second (server); returns
         [server rate, client rate] (for UDP [udpBw, server rate, client rate])."""
-        hosts = hosts or [self.hosts[0], self.hosts[-1]]
+        if not hosts:
+            hosts = self._fn_pair("iperf")
+            hosts = [hosts[0], self.hosts[-1]]
+        hosts = self._fn_nodes(hosts, "iperf")
         if len(hosts) != 2:
             raise ValidationError("iperf.hosts", "needs exactly two hosts", hosts)
         client, server = hosts

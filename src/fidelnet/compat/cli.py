@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from fidelnet.compat.log import error, info, output
 from fidelnet.compat.util import dumpNodeConnections, dumpPorts, quietRun
+from fidelnet.errors import FidelnetError
 
 __all__ = ["CLI"]
 
@@ -101,6 +102,15 @@ class CLI(Cmd):
                 break
             except KeyboardInterrupt:
                 output("\nInterrupt\n")
+
+    def onecmd(self, line: str) -> bool:
+        """One command; an error of fidelnet's (a bad argument, a failed measurement) is
+        printed and the CLI goes on, where Mininet's would end with a traceback."""
+        try:
+            return bool(super().onecmd(line))
+        except FidelnetError as exc:
+            error(f"*** {exc}\n")
+            return False
 
     def emptyline(self) -> bool:
         """An empty line does nothing (it does not repeat the last command)."""

@@ -481,12 +481,15 @@ class Mininet(NetTests):
 
     def configLinkStatus(self, src: str, dst: str, status: str) -> None:
         """Bring every link between ``src`` and ``dst`` (names) up or down."""
-        if src not in self.nameToNode:
-            error(f"src not in network: {src}\n")
+        if status not in ("up", "down"):
+            error(f"link status must be 'up' or 'down', not {status!r}\n")
             return
-        if dst not in self.nameToNode:
-            error(f"dst not in network: {dst}\n")
-            return
+        for which, name in (("src", src), ("dst", dst)):
+            if name not in self.nameToNode:
+                known = list(self.nameToNode)
+                shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+                error(f"{which} not in network: {name} (nodes: {shown})\n")
+                return
         a, b = self.nameToNode[src], self.nameToNode[dst]
         connections = a.connectionsTo(b)
         if not connections:

@@ -69,6 +69,18 @@ def process_matches(pid: int, start: int) -> bool:
     return process_start_time(pid) == start
 
 
+def process_running(pid: int, start: int) -> bool:
+    """:func:`process_matches`, and not a zombie: a killed owner that its parent has
+    not reaped yet owns nothing any more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[19]) == start and fields[0] not in (b"Z", b"X")
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """A run found in the state directory."""
@@ -82,7 +94,7 @@ class RunInfo:
 
     @property
     def alive(self) -> bool:
-        return process_matches(self.owner_pid, self.owner_start)
+        return process_running(self.owner_pid, self.owner_start)
 
 
 class RunState:
@@ -174,6 +186,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "netns": ("name",),
         "link": ("ifname",),
         "cgroup": ("path",),
+        "file": ("path",),
         "process": ("pid", "start"),
         "sysctl": ("path",),
         "sysctl_add": ("path",),

@@ -10,6 +10,8 @@ the machine's memory or time while validating.
 
 from __future__ import annotations
 
+from fidelnet.topology.limits import MAX_LINKS, MAX_NODES
+
 __all__ = [
     "MAX_CHECKS",
     "MAX_DEPTH",
@@ -29,10 +31,8 @@ MAX_YAML_VALUES = 200_000
 it is used: a few lines of nested aliases can otherwise stand for billions)."""
 MAX_DEPTH = 64
 """Nesting of mappings and sequences."""
-MAX_NODES = 100_000
-"""Nodes in the topology, the builder's included (counted before it builds)."""
-MAX_LINKS = 500_000
-"""Links the scenario declares."""
+# Nodes in the topology, the builder's included (counted before it builds), and links
+# the scenario declares: the topology's own limits.
 MAX_TRAFFIC = 1_000
 """Traffic items."""
 MAX_CHECKS = 10_000

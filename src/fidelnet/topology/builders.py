@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fidelnet.errors import ValidationError
+from fidelnet.topology.limits import MAX_NODES
 from fidelnet.topology.spec import LinkParams, LinkSpec, NodeSpec, TopologySpec
 
 __all__ = [
@@ -52,8 +53,7 @@ __all__ = [
     "tree",
 ]
 
-MAX_NODES = 100_000
-"""Builders refuse topologies with more nodes than this (a typo like tree,20,20)."""
+# Builders refuse topologies with more nodes than MAX_NODES (a typo like tree,20,20).
 
 
 def _int_arg(builder: str, param: str, value: object, minimum: int = 1) -> int:

@@ -41,6 +41,7 @@ from fidelnet.topology.addressing import (
     plan_ips,
     plan_ports,
 )
+from fidelnet.topology.limits import BPF_SWITCH_PORTS, BRIDGE_PORTS, MAX_LINKS, MAX_NODES
 from fidelnet.topology.spec import (
     DATAPATHS,
     ENGINE_ENDPOINTS,
@@ -90,6 +91,9 @@ def validate(spec: TopologySpec) -> None:
 
 def problems(spec: TopologySpec) -> list[ValidationError]:
     """Every problem in ``spec``, in a stable order; empty when it is usable."""
+    sizes = list(_check_sizes(spec))
+    if sizes:  # the other checks would take the time the limits are there to bound
+        return sizes
     checks: tuple[Callable[[TopologySpec], Problems], ...] = (
         _check_link_backend,
         _check_fastpath,
@@ -190,6 +194,37 @@ def _check_fastpath(spec: TopologySpec) -> Problems:
                 "fastpath, or make the node a router)",
                 node.fastpath,
             )
+
+
+def _check_sizes(spec: TopologySpec) -> Problems:
+    if len(spec.nodes) > MAX_NODES:
+        yield ValidationError("nodes", f"{len(spec.nodes):,} nodes; the limit is {MAX_NODES:,}")
+    if len(spec.links) > MAX_LINKS:
+        yield ValidationError("links", f"{len(spec.links):,} links; the limit is {MAX_LINKS:,}")
+    degree: dict[str, int] = {}
+    for link in spec.links:
+        for end in (link.a, link.b):
+            degree[end] = degree.get(end, 0) + 1
+    bpf_ports = 0
+    for name, node in spec.nodes.items():
+        if node.kind != "switch":
+            continue
+        datapath = node.datapath or spec.datapath
+        ports = degree.get(name, 0)
+        if datapath == "bridge" and ports > BRIDGE_PORTS:
+            yield ValidationError(
+                f"nodes.{name}",
+                f"{ports} ports on a Linux bridge, which holds at most {BRIDGE_PORTS} (the "
+                "kernel's BR_MAX_PORTS); use datapath bpf",
+            )
+        elif datapath != "bridge":
+            bpf_ports += ports
+    if bpf_ports > BPF_SWITCH_PORTS:
+        yield ValidationError(
+            "datapath",
+            f"{bpf_ports:,} switch ports on the BPF switch, which holds {BPF_SWITCH_PORTS:,} in "
+            "all; put some switches on datapath bridge",
+        )
 
 
 def _check_datapath(spec: TopologySpec) -> Problems:
