@@ -119,6 +119,19 @@ class Network:
     def is_open(self) -> bool:
         return self._state is not None
 
+    def node_env(self) -> dict[str, str]:
+        """Environment every process started in a node gets on top of its own: with
+        OVS switches, the variables that point the OVS tools at this run's daemons
+        (``ovs-vsctl`` typed in a node's shell reaches them, never the machine's)."""
+        uses_ovs = self.spec.datapath == "ovs" or any(
+            n.datapath == "ovs" for n in self.spec.nodes.values() if n.kind == "switch"
+        )
+        if not uses_ovs:
+            return {}
+        from fidelnet.kernel.ovs import run_env
+
+        return run_env(self.run_id)
+
     def state_record(self, kind: str, **fields: Any) -> None:
         if self._state is None:
             raise StateError("the network is not open")

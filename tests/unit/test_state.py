@@ -107,3 +107,20 @@ def test_a_zombie_owner_owns_nothing() -> None:
     assert state.process_matches(child.pid, start)  # the pid is still that process
     child.wait()
     assert not state.process_matches(child.pid, start)
+
+
+def test_a_tree_record_removes_only_a_directory_of_the_state_dir(
+    state_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from fidelnet.kernel import teardown
+
+    monkey_dir = state_dir / "abc123.ovs"
+    (monkey_dir / "sub").mkdir(parents=True)
+    (monkey_dir / "sub" / "conf.db").write_text("x")
+    outside = tmp_path_factory.mktemp("elsewhere")
+    for bad in (str(outside), str(state_dir / ".." / outside.name), "/"):
+        with pytest.raises(StateError, match="not a run directory"):
+            teardown._tree({"kind": "tree", "path": bad}, "abc123")
+    assert outside.exists()
+    teardown._tree({"kind": "tree", "path": str(monkey_dir)}, "abc123")
+    assert not monkey_dir.exists()

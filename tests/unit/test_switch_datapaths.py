@@ -61,18 +61,33 @@ def test_bpf_asked_where_it_cannot_run_is_refused_naming_the_switch_and_the_reme
 
 
 def test_validation_names_the_field_and_the_choices() -> None:
-    bad = topo(datapath="ovs")
+    bad = topo(datapath="ofsoftswitch")  # type: ignore[arg-type]
     bad.datapath = "hub"  # type: ignore[assignment]
     errors = [str(e) for e in problems(bad)]
-    assert "datapath: unknown switch datapath (got 'hub'; valid: auto, bridge, bpf)" in errors
-    assert "nodes.s1.datapath: unknown switch datapath (got 'ovs'; valid: auto, bridge, bpf)" in (
-        errors
-    )
+    valid = "valid: auto, bridge, bpf, ovs"
+    assert f"datapath: unknown switch datapath (got 'hub'; {valid})" in errors
+    assert f"nodes.s1.datapath: unknown switch datapath (got 'ofsoftswitch'; {valid})" in errors
     assert problems(topo(datapath="bpf", stp=True)) == []
     host = TopologySpec()
     host.add_node(NodeSpec("h1", datapath="bpf"))
     errors = [str(e) for e in problems(host)]
     assert any(e.startswith("nodes.h1.datapath: only switches have a datapath") for e in errors)
+
+
+def test_ovs_is_taken_only_where_asked_and_refused_by_name_where_it_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fidelnet.kernel import ovs
+
+    t = topo(datapath="ovs")
+    monkeypatch.setattr(ovs, "missing", lambda: None)
+    assert choose(t.nodes["s1"], t, _there) == "ovs"
+    assert choose(topo().nodes["s1"], topo(), _there) == "bpf"  # never by itself
+    monkeypatch.setattr(ovs, "missing", lambda: "Open vSwitch (ovs-vswitchd missing)")
+    with pytest.raises(UnsupportedError) as err:
+        preflight(t, _there)
+    msg = str(err.value)
+    assert "nodes.s1.datapath ovs" in msg and "ovs-vswitchd" in msg and "bpf or bridge" in msg
 
 
 def test_scenario_datapath_fields() -> None:

@@ -151,3 +151,11 @@ def test_unit_error_is_a_validation_error_with_choices() -> None:
         parse_rate("bw", "10Mfoo")
     assert "Mbit" in info.value.choices
     assert info.value.value == "10Mfoo"
+
+
+def test_quantities_past_the_largest_float_are_named_errors() -> None:
+    # Found by `make fuzz`: "20E304K" is 2e305 kilo-units, infinite once multiplied;
+    # a size became an OverflowError from round().
+    for parse, text in ((parse_size, "20E304K"), (parse_rate, "9e307Gbit")):
+        with pytest.raises(UnitError, match="too large"):
+            parse("f", text)

@@ -187,6 +187,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "link": ("ifname",),
         "cgroup": ("path",),
         "file": ("path",),
+        "tree": ("path",),
         "process": ("pid", "start"),
         "sysctl": ("path",),
         "sysctl_add": ("path",),

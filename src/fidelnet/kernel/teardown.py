@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from typing import Any
 
-from fidelnet.errors import FidelnetError
-from fidelnet.kernel import cgroups, neigh, ns
+from fidelnet.errors import FidelnetError, StateError
+from fidelnet.kernel import cgroups, neigh, ns, state
 from fidelnet.kernel.state import RunState, mark_for, process_matches
 
 __all__ = ["remove_all"]
@@ -75,6 +76,16 @@ def _file(rec: dict[str, Any], _run_id: str) -> None:
         os.unlink(str(rec["path"]))
 
 
+def _tree(rec: dict[str, Any], _run_id: str) -> None:
+    """A directory of the run's own (OVS's database and sockets), only ever one
+    directly under the state directory."""
+    path = os.path.realpath(str(rec["path"]))
+    home = os.path.realpath(state.STATE_DIR)
+    if os.path.dirname(path) != home:
+        raise StateError(f"refusing to remove {path}: not a run directory in {home}")
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _mount(rec: dict[str, Any], _run_id: str) -> None:
     """A private bpffs (the fast path's pins): unmounted if it still is one."""
     from fidelnet.kernel import xdp
@@ -89,6 +100,7 @@ def _info(_rec: dict[str, Any], _run_id: str) -> None:
 _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "process": _process,
     "file": _file,
+    "tree": _tree,
     "info": _info,
     "cgroup": _cgroup,
     "netns": _netns,

@@ -126,6 +126,7 @@ class Node:
         ``wait`` wait for its prompt; without, :func:`~fidelnet.nodes.shell.finish_starting`
         finishes many at once (:meth:`fidelnet.network.Network.start_shells`)."""
         env = {k: v for k, v in os.environ.items() if k in _SHELL_ENV_KEEP}
+        env.update(_node_env(self.net))
         env["PS1"] = "\x7f"
         argv = launcher.exec_argv(
             ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
@@ -184,6 +185,9 @@ class Node:
             list(argv), join_pid=sh.pid, cgroups=self.cgroup_dirs(), cwd=kwargs.pop("cwd", None)
         )
         kwargs.setdefault("close_fds", True)
+        extra = _node_env(self.net)
+        if extra:
+            kwargs["env"] = {**os.environ, **extra, **(kwargs.get("env") or {})}
         try:
             proc: subprocess.Popen[Any] = subprocess.Popen(full, **kwargs)
         except OSError as exc:
@@ -338,3 +342,9 @@ class Switch(Node):
 
     def datapath_stats(self) -> dict[str, Any]:
         return self.forwards_by().stats(self)
+
+
+def _node_env(net: Any) -> dict[str, str]:
+    """The network's extra environment for node processes (none for a fake network)."""
+    get = getattr(net, "node_env", None)
+    return dict(get()) if get is not None else {}

@@ -246,7 +246,7 @@ class Node(_Model):
     """CPU scheduler for ``cpu``: ``cfs`` or ``rt``."""
     stp: bool = False
     """Spanning tree (switches only; on the Linux bridge datapath)."""
-    datapath: Literal["auto", "bridge", "bpf"] | None = None
+    datapath: Literal["auto", "bridge", "bpf", "ovs"] | None = None
     """What forwards between a switch's ports: ``bridge`` (a Linux bridge), ``bpf`` (the
     run's BPF learning switch, no device per switch), ``auto`` (bpf unless STP is on).
     Default: ``topology.datapath`` (switches only)."""
@@ -338,7 +338,7 @@ class Topology(_Model):
     host's start-up multicast (DAD, router solicitations, MLD) floods its whole
     broadcast domain, work that grows with the square of the hosts. Switches never
     hold IPv6 of their own either way."""
-    datapath: Literal["auto", "bridge", "bpf"] = "auto"
+    datapath: Literal["auto", "bridge", "bpf", "ovs"] = "auto"
     """Switches' datapath unless they choose: ``auto`` (default: the BPF learning switch
     for switches without STP where it is installed, a Linux bridge otherwise),
     ``bridge`` or ``bpf``. A bridge per switch costs the kernel an RCU barrier when it

@@ -7,6 +7,8 @@ its links. Two datapaths, each one module behind :class:`~fidelnet.switches._bas
 - ``bpf`` (:mod:`.bpf`): one tc BPF learning switch for all the run's switches,
   with no device of its own per switch; a Linux bridge costs the kernel an RCU
   barrier when it is deleted, which made teardown the larger part of big runs.
+- ``ovs`` (:mod:`.ovs`): a bridge of the run's own Open vSwitch (its own
+  ``ovsdb-server`` and ``ovs-vswitchd``), only where asked for.
 
 ``auto`` (the default) takes ``bpf`` for switches without STP where the program and
 ``bpftool`` are installed, and ``bridge`` otherwise (docs/switches.md). A fake for

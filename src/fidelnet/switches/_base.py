@@ -55,13 +55,23 @@ class Datapath(Protocol):
 
 
 def choose(spec: NodeSpec, topo: TopologySpec, missing_bpf: Callable[[], str | None]) -> str:
-    """The datapath a switch runs on: ``bridge`` or ``bpf``. ``missing_bpf`` tells
+    """The datapath a switch runs on: ``bridge``, ``bpf`` or ``ovs`` (only when asked
+    for: the run's own Open vSwitch, :mod:`fidelnet.switches.ovs`). ``missing_bpf`` tells
     why the BPF switch cannot run here (None: it can). With ``stp``, a bridge runs
     the kernel's STP and the BPF switch a spanning tree computed from the topology
     (:mod:`fidelnet.switches.tree`)."""
     requested = spec.datapath or topo.datapath
     if requested == "bridge":
         return "bridge"
+    if requested == "ovs":
+        from fidelnet.kernel import ovs
+
+        why_ovs = ovs.missing()
+        if why_ovs is not None:
+            raise UnsupportedError(
+                why_ovs, f"nodes.{spec.name}.datapath ovs", "use datapath: bpf or bridge"
+            )
+        return "ovs"
     why = missing_bpf()
     if requested == "bpf":
         if why is not None:
@@ -88,7 +98,11 @@ def make(
         from fidelnet.switches.bpf import BpfDatapath
 
         return BpfDatapath(run_id, *owning)
-    raise UnsupportedError(f"a switch datapath {kind!r}", "a switch", "choose bridge or bpf")
+    if kind == "ovs":
+        from fidelnet.switches.ovs import OvsDatapath
+
+        return OvsDatapath(run_id, *owning)
+    raise UnsupportedError(f"a switch datapath {kind!r}", "a switch", "choose bridge, bpf or ovs")
 
 
 def preflight(topo: TopologySpec, missing_bpf: Callable[[], str | None]) -> None:

@@ -42,8 +42,8 @@ NodeKind = Literal["host", "switch", "router"]
 NODE_KINDS: tuple[str, ...] = ("host", "switch", "router")
 FastPath = Literal["xdp"]
 FASTPATHS: tuple[str, ...] = ("xdp",)
-Datapath = Literal["auto", "bridge", "bpf"]
-DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf")
+Datapath = Literal["auto", "bridge", "bpf", "ovs"]
+DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf", "ovs")
 
 
 JitterDist = Literal["uniform", "normal"]

@@ -116,7 +116,7 @@ def parse_rate(field: str, text: str | float | int, bare_unit: float | None = No
             raise UnitError(
                 field, "a rate needs a unit", text, choices=["bit", "kbit", "Mbit", "Gbit", "Mbps"]
             )
-        return num * bare_unit
+        return _finite(field, num * bare_unit, text)
     # The capital B alone marks bytes; the prefix may be either case ("kBps" = "KBps").
     byte_unit = unit[:-3].upper() + "Bps" if unit.endswith("Bps") else unit
     if byte_unit in _BYTE_RATE_UNITS:
@@ -129,7 +129,15 @@ def parse_rate(field: str, text: str | float | int, bare_unit: float | None = No
             text,
             choices=["bit", "kbit", "Mbit", "Gbit", "Tbit", "bps", "Mbps", "Gbps", "MBps"],
         )
-    return num * mult
+    return _finite(field, num * mult, text)
+
+
+def _finite(field: str, value: float, text: object) -> float:
+    """``value``, refused when the unit's factor took it past the largest float
+    (``"20E304K"`` is a finite number of kilo-somethings but no finite quantity)."""
+    if not math.isfinite(value):
+        raise UnitError(field, "too large", text)
+    return value
 
 
 def parse_duration(field: str, text: str | float | int, bare_unit: float | None = None) -> float:
@@ -138,11 +146,11 @@ def parse_duration(field: str, text: str | float | int, bare_unit: float | None 
     if not unit:
         if bare_unit is None:
             raise UnitError(field, "a duration needs a unit", text, choices=["s", "ms", "us", "ns"])
-        return num * bare_unit
+        return _finite(field, num * bare_unit, text)
     mult = _TIME_UNITS.get(unit.lower()) if unit != "µs" else 1e-6
     if mult is None:
         raise UnitError(field, f"unknown time unit {unit!r}", text, choices=["s", "ms", "us", "ns"])
-    return num * mult
+    return _finite(field, num * mult, text)
 
 
 def parse_size(field: str, text: str | float | int, bare_unit: float | None = 1.0) -> int:
@@ -153,7 +161,7 @@ def parse_size(field: str, text: str | float | int, bare_unit: float | None = 1.
             raise UnitError(
                 field, "a size needs a unit", text, choices=["B", "KB", "KiB", "MB", "MiB"]
             )
-        return round(num * bare_unit)
+        return round(_finite(field, num * bare_unit, text))
     mult = _SIZE_UNITS.get(unit.lower())
     if mult is None:
         raise UnitError(
@@ -162,7 +170,7 @@ def parse_size(field: str, text: str | float | int, bare_unit: float | None = 1.
             text,
             choices=["B", "KB", "KiB", "MB", "MiB", "GB", "GiB"],
         )
-    return round(num * mult)
+    return round(_finite(field, num * mult, text))
 
 
 def parse_percent(field: str, text: str | float | int) -> float:

@@ -217,7 +217,7 @@ def _check_sizes(spec: TopologySpec) -> Problems:
                 f"{ports} ports on a Linux bridge, which holds at most {BRIDGE_PORTS} (the "
                 "kernel's BR_MAX_PORTS); use datapath bpf",
             )
-        elif datapath != "bridge":
+        elif datapath in ("auto", "bpf"):
             bpf_ports += ports
     if bpf_ports > BPF_SWITCH_PORTS:
         yield ValidationError(
