@@ -431,10 +431,11 @@ class Network:
         l3.static_arp(self)
 
     def wait_stp(self, timeout: float = _STP_TIMEOUT) -> None:
-        """Wait until every STP bridge has left the listening and learning states."""
-        stp = [s for s in self.switches if s.spec.stp and isinstance(s, Switch)]
-        if stp:
-            realize.wait_stp(stp, timeout)
+        """Wait until every switch forwards: STP bridges out of the listening and
+        learning states, OVS switches connected to their controllers."""
+        waiting = [s for s in self.switches if isinstance(s, Switch) and s.waits()]
+        if waiting:
+            realize.wait_stp(waiting, timeout)
 
     # -- teardown -----------------------------------------------------------------
 

@@ -147,13 +147,24 @@ def setup_end(node: Node, intf: Interface, mac: str | None, ip: str | None, mark
         intf.set_ip(ip, replace=False)  # a new interface has no address to replace
 
 
-def wait_stp(stp_switches: list[Switch], timeout: float) -> None:
-    """Wait until no port of these STP switches is listening or learning."""
+def wait_stp(switches: list[Switch], timeout: float) -> None:
+    """Wait until these switches forward: no STP port listening or learning, every
+    controller connected; the error names the switches that did not."""
     deadline = time.monotonic() + timeout
+    delay = 0.02
     while True:
-        pending = [s.name for s in stp_switches if not s.forwarding()]
+        pending = [s for s in switches if not s.forwarding()]
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise KernelError(f"STP did not converge within {timeout:.0f} s on {pending}")
-        time.sleep(0.2)
+            stp = [s.name for s in pending if s.spec.stp]
+            other = [s.name for s in pending if not s.spec.stp]
+            parts = [f"STP did not converge on {stp}"] if stp else []
+            if other:
+                ctl = ", ".join(
+                    f"{c.name} on 127.0.0.1:{c.port}" for c in switches[0].net.spec.controllers
+                )
+                parts.append(f"not connected to their controllers ({ctl}): {other}")
+            raise KernelError(f"within {timeout:.0f} s: " + "; ".join(parts))
+        time.sleep(delay)
+        delay = min(0.2, delay * 2)

@@ -16,7 +16,7 @@ import pytest
 from fidelnet import Network
 from fidelnet.kernel import ovs
 from fidelnet.kernel.state import STATE_DIR
-from fidelnet.topology import linear
+from fidelnet.topology import ControllerSpec, linear
 
 pytestmark = [
     pytest.mark.privileged,
@@ -26,7 +26,7 @@ pytestmark = [
 CHILD = """
 import sys, time
 from fidelnet import Network
-from fidelnet.topology import linear
+from fidelnet.topology import ControllerSpec, linear
 spec = linear(2)
 spec.datapath = "ovs"
 with Network(spec) as net:
@@ -99,3 +99,22 @@ def test_a_killed_runs_ovs_is_removed_by_clean() -> None:
         assert time.monotonic() < deadline, pids
         time.sleep(0.05)
     assert not os.path.exists(directory)
+
+
+def test_switches_connect_to_the_runs_controller_and_forward_through_it() -> None:
+    spec = linear(3)
+    spec.datapath = "ovs"
+    spec.controllers = [ControllerSpec("c0")]
+    with Network(spec) as net:  # returns once every bridge is connected
+        daemons = net.datapaths["ovs"].daemons  # type: ignore[attr-defined]
+        assert daemons.vsctl("get-fail-mode", "s2").strip() == "secure"
+        assert daemons.vsctl("get-controller", "s2").split() == ["tcp:127.0.0.1:6653"]
+        assert all(net[s].forwarding() for s in ("s1", "s2", "s3"))
+        assert net.ping_all() == 0.0
+        # The controller (ovs-testcontroller, a learning switch) put its flows in.
+        flows = net["h1"].cmd("ovs-ofctl dump-flows s2")
+        assert "dl_dst=" in flows, flows
+        controller = int((Path(daemons.dir) / "controller-c0.pid").read_text().strip())
+        pids = [*_pids_in(daemons.dir), controller]
+        assert len(pids) == 3 and all(_alive(p) for p in pids)
+    assert not any(_alive(p) for p in pids)

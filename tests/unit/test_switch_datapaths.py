@@ -292,3 +292,26 @@ def test_bpf_datapath_blocks_the_ports_off_its_computed_tree_and_follows_failure
     assert all(prog.gens[sw] == gens[sw] + 1 for sw in (1, 2, 3))
     dp.set_port_up(sws["s1"], intfs["s1-eth1"], True)  # back: the first tree again
     assert fwd("s1-eth1") and not fwd("s2-eth2")
+
+
+def test_controllers_are_checked_by_name_kind_port_and_need_an_ovs_switch() -> None:
+    from fidelnet.topology import ControllerSpec
+
+    t = topo(datapath="ovs")
+    t.controllers = [ControllerSpec("c0"), ControllerSpec("c1", port=6654)]
+    assert problems(t) == []
+    t.controllers = [
+        ControllerSpec("c0"),
+        ControllerSpec("c0", port=6654),
+        ControllerSpec("c2", kind="nox"),  # type: ignore[arg-type]
+        ControllerSpec("c3", port=70000),
+        ControllerSpec("c4", port=6653),
+    ]
+    errors = [str(e) for e in problems(t)]
+    assert any(e.startswith("controllers[1].name: must be a unique") for e in errors), errors
+    assert any("controllers[2].kind: unknown controller kind" in e and "ref" in e for e in errors)
+    assert any(e.startswith("controllers[3].port: must be a TCP port") for e in errors)
+    assert "controllers[4].port: c0 listens there too (got 6653)" in errors
+    t = topo()  # no OVS switch: nothing would connect
+    t.controllers = [ControllerSpec("c0")]
+    assert [e.field for e in problems(t)] == ["controllers"]

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from fidelnet.errors import KernelError, UnsupportedError
-from fidelnet.kernel import launcher
+from fidelnet.kernel import launcher, procfs
 from fidelnet.kernel.state import STATE_DIR, process_start_time
 
 __all__ = ["OvsDaemons", "datapath_type", "missing", "run_env"]
@@ -110,15 +110,41 @@ class OvsDaemons:
             "ovs-vswitchd", [f"unix:{self.db}"], os.path.join(self.dir, "ovs-vswitchd.ctl")
         )
 
-    def _daemon(self, name: str, args: Sequence[str], ready_path: str) -> None:
+    def start_controller(self, name: str, port: int) -> None:
+        """Open vSwitch's test controller (a learning switch) listening on ``port`` of
+        the fabric's loopback, as controller ``name`` of this run."""
+        if shutil.which("ovs-testcontroller") is None:
+            raise UnsupportedError(
+                "ovs-testcontroller (Debian: apt-get install openvswitch-testcontroller)",
+                f"controller {name}",
+            )
+        self._daemon(
+            "ovs-testcontroller",
+            [f"ptcp:{port}:127.0.0.1"],
+            None,
+            label=f"controller-{name}",
+            listening=port,
+        )
+
+    def _daemon(
+        self,
+        name: str,
+        args: Sequence[str],
+        ready_path: str | None,
+        *,
+        label: str | None = None,
+        listening: int | None = None,
+    ) -> None:
+        label = label or name
         argv = [
             name,
             *args,
-            f"--pidfile={os.path.join(self.dir, name + '.pid')}",
-            f"--unixctl={os.path.join(self.dir, name + '.ctl')}",
-            f"--log-file={os.path.join(self.dir, name + '.log')}",
+            f"--pidfile={os.path.join(self.dir, label + '.pid')}",
+            f"--log-file={os.path.join(self.dir, label + '.log')}",
             "--no-chdir",
         ]
+        if name != "ovs-testcontroller":
+            argv.append(f"--unixctl={os.path.join(self.dir, label + '.ctl')}")
         full = launcher.exec_argv(argv, netns=self.netns) if self.netns else argv
         proc = subprocess.Popen(
             full,
@@ -133,12 +159,18 @@ class OvsDaemons:
             self._record("process", pid=proc.pid, start=start, what=name)
             self._procs.append((proc, start, name))
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not os.path.exists(ready_path):
+
+        def ready() -> bool:
+            if listening is not None:
+                return procfs.tcp_listening(proc.pid, listening)
+            return ready_path is not None and os.path.exists(ready_path)
+
+        while not ready():
             code = proc.poll()
             if code is not None or time.monotonic() > deadline:
                 how = f"exited {code}" if code is not None else "timed out"
                 raise KernelError(
-                    f"{name} of run {self.run_id} did not start ({how}){self._log_tail(name)}"
+                    f"{label} of run {self.run_id} did not start ({how}){self._log_tail(label)}"
                 )
             time.sleep(0.01)
 

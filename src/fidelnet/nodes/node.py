@@ -337,8 +337,13 @@ class Switch(Node):
         self.forwards_by().set_switch_up(self, up)
 
     def forwarding(self) -> bool:
-        """Whether every port forwards (with STP: once the tree has settled)."""
+        """Whether every port forwards (with STP: once the tree has settled; with a
+        controller: once it is connected)."""
         return self.forwards_by().forwarding(self)
+
+    def waits(self) -> bool:
+        """Whether the network must wait for this switch to forward after building."""
+        return self.forwards_by().waits(self)
 
     def datapath_stats(self) -> dict[str, Any]:
         return self.forwards_by().stats(self)

@@ -44,8 +44,13 @@ class Datapath(Protocol):
     def set_switch_up(self, switch: Switch, up: bool) -> None:
         """Start or stop forwarding on ``switch`` (its ports stay)."""
 
+    def waits(self, switch: Switch) -> bool:
+        """Whether ``switch`` may not forward as soon as it is built (STP to settle, a
+        controller to reach): the network then waits for :meth:`forwarding`."""
+
     def forwarding(self, switch: Switch) -> bool:
-        """Whether ``switch`` forwards on every port (STP has settled)."""
+        """Whether ``switch`` forwards on every port (STP has settled, its controllers
+        are connected)."""
 
     def stats(self, switch: Switch) -> dict[str, Any]:
         """What the datapath tells about ``switch``: its kind and counters."""

@@ -209,6 +209,9 @@ class BpfDatapath:
         self._up[switch.name] = up
         self._write_switch(switch.name)
 
+    def waits(self, switch: Switch) -> bool:
+        return switch.spec.stp
+
     def forwarding(self, switch: Switch) -> bool:
         """True: a switch without STP forwards as soon as a port exists; one with STP
         once its tree is computed, which is done here when ports were added since."""

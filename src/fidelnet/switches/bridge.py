@@ -44,6 +44,9 @@ class BridgeDatapath:
     def set_switch_up(self, switch: Switch, up: bool) -> None:
         switch.netlink().set_link(switch.bridge_index, state="up" if up else "down")
 
+    def waits(self, switch: Switch) -> bool:
+        return switch.spec.stp
+
     def forwarding(self, switch: Switch) -> bool:
         if not switch.spec.stp:
             return True

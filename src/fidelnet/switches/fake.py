@@ -47,6 +47,9 @@ class FakeDatapath:
         self.calls.append(("set_switch_up", switch.name, str(up)))
         self.up[switch.name] = up
 
+    def waits(self, switch: Switch) -> bool:
+        return switch.spec.stp
+
     def forwarding(self, switch: Switch) -> bool:
         return self.up[switch.name]
 

@@ -2,14 +2,19 @@
 (:class:`fidelnet.kernel.ovs.OvsDaemons`, started with the first OVS switch).
 
 A bridge without a controller forwards as a learning switch (``fail_mode``
-``standalone``: OVS's ``NORMAL`` action); with ``stp`` it runs OVS's STP. Ports are
-added with ``ovs-vsctl add-port`` once they are up in the fabric namespace, and
-follow their links' carrier by themselves.
+``standalone``: OVS's ``NORMAL`` action); with ``stp`` it runs OVS's STP. With the
+topology's controllers (:class:`fidelnet.topology.spec.ControllerSpec`, started with
+the first OVS switch, inside the fabric namespace), every bridge connects to all of
+them with ``fail_mode`` ``secure`` (Mininet's default: no forwarding without a
+controller), and the network waits until each is connected. Ports are added with
+``ovs-vsctl add-port`` once they are up in the fabric namespace, and follow their
+links' carrier by themselves.
 
-Not there yet (issue 16): controllers and OpenFlow options (``protocols``,
-``failMode``, ``dpid``), the Mininet classes that ask for them, and the CLI's
-``dpctl``; a switch stopped with :meth:`set_switch_up` has its bridge's ports
-taken down rather than the bridge deleted.
+Not there yet (issue 16): remote controllers (on the host or in a node:
+docs/decisions/ovs-controllers.md), OpenFlow options (``protocols``, ``failMode``,
+``dpid``), the Mininet classes that ask for them, and the CLI's ``dpctl``; a switch
+stopped with :meth:`set_switch_up` has its bridge's ports taken down rather than the
+bridge deleted.
 """
 
 from __future__ import annotations
@@ -40,21 +45,28 @@ class OvsDatapath:
         self._up: dict[str, bool] = {}
 
     def ovs(self, switch: Switch) -> OvsDaemons:
-        """The run's OVS daemons, started on first use in the switch's namespace."""
+        """The run's OVS daemons (and its controllers), started on first use in the
+        switch's namespace."""
         if self.daemons is None:
             daemons = OvsDaemons(self.run_id, switch.netns, self._record, self._gone)
             self.daemons = daemons
             daemons.start()
+            for c in switch.net.spec.controllers:
+                daemons.start_controller(c.name, c.port)
         return self.daemons
 
     def add_switch(self, switch: Switch) -> None:
         ovs = self.ovs(switch)
         name = switch.name
+        targets = [f"tcp:127.0.0.1:{c.port}" for c in switch.net.spec.controllers]
         ovs.vsctl(
             "--", "add-br", name,
             "--", "set", "bridge", name, f"datapath_type={ovs.datapath_type}",
-            "fail_mode=standalone", f"stp_enable={'true' if switch.spec.stp else 'false'}",
+            f"fail_mode={'secure' if targets else 'standalone'}",
+            f"stp_enable={'true' if switch.spec.stp else 'false'}",
         )  # fmt: skip
+        if targets:
+            ovs.vsctl("set-controller", name, *targets)
         self._up[name] = True
 
     def port_attrs(self, switch: Switch) -> dict[str, Any]:
@@ -77,8 +89,21 @@ class OvsDatapath:
                 intf.set_up(up)
         self._up[switch.name] = up
 
+    def waits(self, switch: Switch) -> bool:
+        """Whether ``switch`` may not forward at once: STP, or a controller to reach."""
+        return switch.spec.stp or bool(switch.net.spec.controllers)
+
     def forwarding(self, switch: Switch) -> bool:
-        if not switch.spec.stp or self.daemons is None:
+        if self.daemons is None:
+            return True
+        if switch.net.spec.controllers:
+            # Every controller of the bridge connected ("true" per controller row).
+            got = self.daemons.vsctl("--columns=is_connected", "find", "controller")
+            rows = [line for line in got.splitlines() if "is_connected" in line]
+            targets = self.daemons.vsctl("get-controller", switch.name).split()
+            if not targets or len(rows) < len(targets) or "false" in got:
+                return False
+        if not switch.spec.stp:
             return True
         out = self.daemons.vsctl(
             "--columns=status", "--format=csv", "--no-headings", "list", "port"

@@ -31,12 +31,20 @@ from fidelnet.topology.builders import (
     tree,
 )
 from fidelnet.topology.routing import Route, static_routes
-from fidelnet.topology.spec import NODE_KINDS, LinkParams, LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import (
+    NODE_KINDS,
+    ControllerSpec,
+    LinkParams,
+    LinkSpec,
+    NodeSpec,
+    TopologySpec,
+)
 from fidelnet.topology.units import parse_duration, parse_percent, parse_rate, parse_size
 from fidelnet.topology.validate import problems, validate
 
 __all__ = [
     "NODE_KINDS",
+    "ControllerSpec",
     "LinkParams",
     "LinkSpec",
     "NodeSpec",

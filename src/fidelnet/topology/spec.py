@@ -21,11 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = [
+    "CONTROLLER_KINDS",
     "ENGINE_ENDPOINTS",
     "JITTER_DISTS",
     "LINK_BACKENDS",
     "NODE_KINDS",
     "QUEUE_KINDS",
+    "ControllerKind",
+    "ControllerSpec",
     "EngineEndpoint",
     "GilbertElliott",
     "JitterDist",
@@ -163,6 +166,22 @@ class LinkSpec:
         return self.params.merged(self.params_ba) if self.params_ba else self.params
 
 
+ControllerKind = Literal["ref"]
+CONTROLLER_KINDS: tuple[str, ...] = ("ref",)
+
+
+@dataclass
+class ControllerSpec:
+    """An OpenFlow controller the run starts for its OVS switches (docs/switches.md).
+    ``ref``: Open vSwitch's test controller (Mininet's ``Controller``), a learning
+    switch, listening on ``port`` inside the run's fabric namespace, where every OVS
+    switch connects to it."""
+
+    name: str
+    kind: ControllerKind = "ref"
+    port: int = 6653
+
+
 @dataclass
 class TopologySpec:
     """A whole topology: nodes in insertion order, links, network-wide options."""
@@ -180,6 +199,8 @@ class TopologySpec:
     engine_threads: int = 1  # link-engine loops (linkd --threads); links spread over them
     ipv6: bool = True  # False: IPv6 off in every node's namespace (see docs/scale.md)
     datapath: Datapath = "auto"  # switches' datapath unless they choose (docs/switches.md)
+    # OpenFlow controllers every OVS switch connects to (none: OVS switches learn alone)
+    controllers: list[ControllerSpec] = field(default_factory=list)
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

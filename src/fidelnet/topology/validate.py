@@ -43,6 +43,7 @@ from fidelnet.topology.addressing import (
 )
 from fidelnet.topology.limits import BPF_SWITCH_PORTS, BRIDGE_PORTS, MAX_LINKS, MAX_NODES
 from fidelnet.topology.spec import (
+    CONTROLLER_KINDS,
     DATAPATHS,
     ENGINE_ENDPOINTS,
     FASTPATHS,
@@ -50,6 +51,7 @@ from fidelnet.topology.spec import (
     LINK_BACKENDS,
     NODE_KINDS,
     QUEUE_KINDS,
+    ControllerSpec,
     GilbertElliott,
     LinkParams,
     LinkSpec,
@@ -98,6 +100,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_link_backend,
         _check_fastpath,
         _check_datapath,
+        _check_controllers,
         _check_engine_threads,
         _check_ipv6,
         _check_ip_base,
@@ -224,6 +227,37 @@ def _check_sizes(spec: TopologySpec) -> Problems:
             "datapath",
             f"{bpf_ports:,} switch ports on the BPF switch, which holds {BPF_SWITCH_PORTS:,} in "
             "all; put some switches on datapath bridge",
+        )
+
+
+def _check_controllers(spec: TopologySpec) -> Problems:
+    ports: dict[int, str] = {}
+    names: set[str] = set()
+    for i, c in enumerate(spec.controllers):
+        where = f"controllers[{i}]"
+        if not isinstance(c, ControllerSpec):
+            yield ValidationError(where, "must be a ControllerSpec", c)
+            continue
+        if not isinstance(c.name, str) or not _NAME_RE.fullmatch(c.name) or c.name in names:
+            yield ValidationError(f"{where}.name", "must be a unique node-like name", c.name)
+        names.add(str(c.name))
+        if c.kind not in CONTROLLER_KINDS:
+            yield ValidationError(
+                f"{where}.kind", "unknown controller kind", c.kind, list(CONTROLLER_KINDS)
+            )
+        if not _is_int(c.port) or not 1 <= c.port <= 65535:
+            yield ValidationError(f"{where}.port", "must be a TCP port, 1..65535", c.port)
+        elif c.port in ports:
+            yield ValidationError(f"{where}.port", f"{ports[c.port]} listens there too", c.port)
+        else:
+            ports[c.port] = str(c.name)
+    if spec.controllers and not any(
+        (n.datapath or spec.datapath) == "ovs" for n in spec.switches()
+    ):
+        yield ValidationError(
+            "controllers",
+            "only OVS switches connect to controllers, and no switch has datapath ovs",
+            [c.name for c in spec.controllers],
         )
 
 
