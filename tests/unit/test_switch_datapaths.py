@@ -102,6 +102,24 @@ def test_scenario_datapath_fields() -> None:
     assert "datapath" in str(err.value) and "bridge" in str(err.value)
 
 
+def test_scenario_controllers() -> None:
+    sc = loads(
+        "name: d\ntopology:\n  builder: {linear: 3}\n  datapath: ovs\n"
+        "  controllers: [{name: c0}, {name: c1, port: 6654}]\n"
+    )
+    spec = sc.topology_spec()
+    assert [(c.name, c.kind, c.port) for c in spec.controllers] == [
+        ("c0", "ref", 6653),
+        ("c1", "ref", 6654),
+    ]
+    with pytest.raises(Exception) as err:
+        loads("name: d\ntopology:\n  datapath: ovs\n  controllers: [{name: c0, port: 0}]\n")
+    assert "controllers" in str(err.value) and "port" in str(err.value)
+    with pytest.raises(Exception) as err:  # nothing would connect to it
+        loads("name: d\ntopology:\n  builder: {linear: 2}\n  controllers: [{name: c0}]\n")
+    assert "only OVS switches connect to controllers" in str(err.value)
+
+
 class _Net:
     run_id = "t"
     nodes: dict[str, object] = {}

@@ -293,6 +293,18 @@ class Link(_Model):
     (default: ``topology.engine_endpoint``); only ``auto`` on a ``tc`` link."""
 
 
+class Controller(_Model):
+    """An OpenFlow controller the run starts for its OVS switches (docs/switches.md)."""
+
+    name: NodeName
+    """Its name, unique among the controllers."""
+    kind: Literal["ref"] = "ref"
+    """``ref``: Open vSwitch's test controller (Mininet's ``Controller``), a learning
+    switch inside the run's fabric namespace."""
+    port: int = Field(6653, ge=1, le=65535)
+    """TCP port it listens on (127.0.0.1 of the fabric namespace)."""
+
+
 class Defaults(_Model):
     """Values every link starts from."""
 
@@ -341,8 +353,12 @@ class Topology(_Model):
     datapath: Literal["auto", "bridge", "bpf", "ovs"] = "auto"
     """Switches' datapath unless they choose: ``auto`` (default: the BPF learning switch
     for switches without STP where it is installed, a Linux bridge otherwise),
-    ``bridge`` or ``bpf``. A bridge per switch costs the kernel an RCU barrier when it
-    is deleted (16-22 ms), which made teardown most of a big run (docs/switches.md)."""
+    ``bridge``, ``bpf`` or ``ovs`` (a bridge of the run's own Open vSwitch). A bridge per
+    switch costs the kernel an RCU barrier when it is deleted (16-22 ms), which made
+    teardown most of a big run (docs/switches.md)."""
+    controllers: list[Controller] = Field(default_factory=list, max_length=64)
+    """OpenFlow controllers every OVS switch connects to (``fail_mode`` secure; the run
+    waits until all are connected). None: OVS switches learn on their own."""
     ip_base: str = "10.0.0.0/8"
     """Network that hosts without an address get theirs from."""
     auto_routes: bool | None = None

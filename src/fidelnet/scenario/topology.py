@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem
-from fidelnet.topology.spec import LinkParams, LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import ControllerSpec, LinkParams, LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import problems as topology_problems
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ def build(scenario: Scenario) -> Built:
     spec.engine_threads = topo.engine_threads
     spec.ipv6 = topo.ipv6
     spec.datapath = topo.datapath
+    spec.controllers = [ControllerSpec(c.name, c.kind, c.port) for c in topo.controllers]
     spec.ip_base = topo.ip_base
     if topo.auto_routes is not None:
         spec.auto_routes = topo.auto_routes
