@@ -307,6 +307,7 @@ def run(
     seed = spec.seed if spec.seed is not None else random.getrandbits(63)
     with tempfile.TemporaryDirectory(prefix="fidelnet-pktgen-") as tmp:
         work = Path(tmp)
+        senders: list[subprocess.Popen[str]] = []
         rx = dst.popen(
             _recv_argv(
                 dst_addr,
@@ -337,6 +338,7 @@ def run(
                 stderr=subprocess.PIPE,
                 text=True,
             )
+            senders.append(tx)
             try:
                 tx.wait(timeout=spec.duration + 30.0)
             except subprocess.TimeoutExpired as exc:
@@ -369,8 +371,11 @@ def run(
                 Path(log_path).write_bytes((work / "latency.hlog").read_bytes())
         finally:
             _stop(rx)
-            if rx.stderr is not None:
-                rx.stderr.close()
+            # Both ends' stderr pipes (the sender's was left open once per run: the
+            # soak benchmark saw the process gain a descriptor every run).
+            for proc in (rx, *senders):
+                if proc.stderr is not None:
+                    proc.stderr.close()
     return combine(
         src.name, dst.name, dst_addr, spec, sent, got, sender_cpu, receiver_cpu, log_path
     )

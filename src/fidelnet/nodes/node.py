@@ -192,6 +192,9 @@ class Node:
             proc: subprocess.Popen[Any] = subprocess.Popen(full, **kwargs)
         except OSError as exc:
             raise NodeError(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
+        # Kept to be ended at teardown; those already reaped are let go (their caller
+        # owns their pipes), or a long run would keep every process it ever started.
+        self._popens = [p for p in self._popens if p.returncode is None]
         self._popens.append(proc)
         return proc
 
