@@ -162,7 +162,7 @@ def wait_stp(switches: list[Switch], timeout: float) -> None:
             parts = [f"STP did not converge on {stp}"] if stp else []
             if other:
                 ctl = ", ".join(
-                    f"{c.name} on 127.0.0.1:{c.port}" for c in switches[0].net.spec.controllers
+                    f"{c.name} at {c.address}" for c in switches[0].net.spec.controllers
                 )
                 parts.append(f"not connected to their controllers ({ctl}): {other}")
             raise KernelError(f"within {timeout:.0f} s: " + "; ".join(parts))

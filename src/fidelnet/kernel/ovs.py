@@ -83,6 +83,8 @@ class OvsDaemons:
         self.db = os.path.join(self.dir, "db.sock")
         self.datapath_type = datapath_type()
         self._procs: list[tuple[subprocess.Popen[bytes], int, str]] = []
+        self._log_offset = 0
+        self._rconn: dict[tuple[str, str], bool] = {}
 
     def env(self) -> dict[str, str]:
         """Environment variables that point the OVS tools at this run's daemons."""
@@ -195,6 +197,30 @@ class OvsDaemons:
         if p.returncode != 0:
             raise KernelError(f"{' '.join(argv[:3])}: {p.stderr.strip() or p.stdout.strip()}")
         return p.stdout
+
+    def controller_connections(self) -> dict[tuple[str, str], bool]:
+        """Per (bridge, controller target), whether the bridge is connected to that
+        controller now, read from ``ovs-vswitchd``'s log (its ``rconn`` lines, in
+        order; the last one for a pair tells). The database's ``is_connected`` says
+        the same, but ``ovs-vswitchd`` writes it only every 5 s, and a network
+        waiting for its switches would wait that long for nothing."""
+        path = os.path.join(self.dir, "ovs-vswitchd.log")
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._log_offset)
+                chunk = f.read()
+        except OSError:
+            return dict(self._rconn)
+        end = chunk.rfind(b"\n") + 1
+        self._log_offset += end
+        for line in chunk[:end].decode("utf-8", "replace").splitlines():
+            parts = line.split("|", 4)
+            if len(parts) < 5 or parts[2] != "rconn" or "<->" not in parts[4]:
+                continue
+            who, _, what = parts[4].partition(": ")
+            bridge, _, target = who.partition("<->")
+            self._rconn[(bridge, target)] = what.strip() == "connected"
+        return dict(self._rconn)
 
     def vsctl(self, *args: str) -> str:
         """``ovs-vsctl`` on this run's database (argv, never a shell)."""

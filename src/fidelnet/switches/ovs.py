@@ -2,26 +2,39 @@
 (:class:`fidelnet.kernel.ovs.OvsDaemons`, started with the first OVS switch).
 
 A bridge without a controller forwards as a learning switch (``fail_mode``
-``standalone``: OVS's ``NORMAL`` action); with ``stp`` it runs OVS's STP. With the
-topology's controllers (:class:`fidelnet.topology.spec.ControllerSpec`, started with
-the first OVS switch, inside the fabric namespace), every bridge connects to all of
-them with ``fail_mode`` ``secure`` (Mininet's default: no forwarding without a
-controller), and the network waits until each is connected. Ports are added with
-``ovs-vsctl add-port`` once they are up in the fabric namespace, and follow their
-links' carrier by themselves.
+``standalone``: OVS's ``NORMAL`` action); with ``stp`` it runs OVS's STP. A bridge
+with controllers (all the topology's :class:`~fidelnet.topology.spec.ControllerSpec`,
+or those its :class:`~fidelnet.topology.spec.OpenFlowSpec` names, or those set at run
+time by :meth:`OvsDatapath.set_controllers`) gets ``fail_mode`` ``secure`` unless it
+asks otherwise (Mininet's default: no forwarding without a controller), and the
+network waits until each is connected. ``protocols`` and ``dpid`` go to the
+bridge's ``protocols`` and ``other_config:datapath-id``.
 
-Not there yet (issue 16): remote controllers (on the host or in a node:
-docs/decisions/ovs-controllers.md), OpenFlow options (``protocols``, ``failMode``,
-``dpid``), the Mininet classes that ask for them, and the CLI's ``dpctl``; a switch
-stopped with :meth:`set_switch_up` has its bridge's ports taken down rather than the
-bridge deleted.
+Where a controller is: a ``ref`` controller runs in the fabric namespace, next to
+``ovs-vswitchd``, and the bridge connects to it directly on the fabric's loopback. A
+``remote`` controller listens somewhere else (the host's namespace, a node's): the
+bridge connects to a relay (:class:`fidelnet.kernel.relay.Relay`, a thread of this
+process) on the fabric's loopback, at the controller's own port when it is free
+there, which opens the real connection from the controller's namespace. A remote
+controller on the loopback at a ``ref`` controller's port is that controller.
+
+Ports are added with ``ovs-vsctl add-port`` once they are up in the fabric
+namespace, and follow their links' carrier by themselves.
+
+Not there yet: a switch stopped with :meth:`set_switch_up` has its bridge's ports
+taken down rather than the bridge deleted.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING, Any
 
+from fidelnet.errors import KernelError
+from fidelnet.kernel import ns
 from fidelnet.kernel.ovs import OvsDaemons
+from fidelnet.kernel.relay import Relay
+from fidelnet.topology.spec import ControllerSpec, OpenFlowSpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,6 +43,9 @@ if TYPE_CHECKING:
     from fidelnet.nodes.node import Switch
 
 __all__ = ["OvsDatapath"]
+
+def _loopback(ip: str | None) -> bool:
+    return ip is None or ipaddress.ip_address(ip).is_loopback
 
 
 class OvsDatapath:
@@ -43,27 +59,110 @@ class OvsDatapath:
         self._gone = gone
         self.daemons: OvsDaemons | None = None
         self._up: dict[str, bool] = {}
+        self._targets: dict[str, str] = {}  # controller name -> the bridge's target
+        self._relays: dict[str, Relay] = {}
+        self._assigned: dict[str, tuple[str, ...]] = {}  # switch -> controller names
+        self._fabric: str | None = None
 
     def ovs(self, switch: Switch) -> OvsDaemons:
-        """The run's OVS daemons (and its controllers), started on first use in the
-        switch's namespace."""
+        """The run's OVS daemons, started on first use in the switch's namespace."""
         if self.daemons is None:
             daemons = OvsDaemons(self.run_id, switch.netns, self._record, self._gone)
             self.daemons = daemons
+            self._fabric = ns.path_of(switch.netns) if switch.netns else None
             daemons.start()
-            for c in switch.net.spec.controllers:
-                daemons.start_controller(c.name, c.port)
         return self.daemons
+
+    # -- controllers --------------------------------------------------------------
+
+    def target(self, switch: Switch, c: ControllerSpec) -> str:
+        """The bridge target (``tcp:127.0.0.1:PORT`` in the fabric) that reaches
+        controller ``c``, starting it (``ref``) or its relay (``remote``) on first use."""
+        if c.name in self._targets:
+            return self._targets[c.name]
+        ovs = self.ovs(switch)
+        if c.kind == "ref":
+            ovs.start_controller(c.name, c.port)
+            port = c.port
+        else:
+            same = [
+                r
+                for r in switch.net.spec.controllers
+                if r.kind == "ref" and r.port == c.port and r.name != c.name
+            ]
+            if same and _loopback(c.ip) and c.node is None and c.netns is None:
+                return self._targets.setdefault(c.name, self.target(switch, same[0]))
+            port = self._relay(switch, c)
+        self._targets[c.name] = f"tcp:127.0.0.1:{port}"
+        return self._targets[c.name]
+
+    def _relay(self, switch: Switch, c: ControllerSpec) -> int:
+        target_ns = c.netns
+        if c.node is not None:
+            node = switch.net.nodes[c.node]
+            target_ns = ns.path_of(node.netns) if node.netns else None
+        taken = {int(t.rsplit(":", 1)[1]) for t in self._targets.values()} | {
+            r.port for r in switch.net.spec.controllers if r.kind == "ref"
+        }
+        last: KernelError | None = None
+        for port in ([c.port] if c.port not in taken else []) + [0]:
+            relay = Relay(
+                self._fabric, port, target_ns, c.ip or "127.0.0.1", c.port, name=f"relay-{c.name}"
+            )
+            try:
+                relay.start()
+            except KernelError as exc:
+                last = exc
+                continue
+            self._relays[c.name] = relay
+            return relay.port
+        assert last is not None
+        raise last
+
+    def controllers_of(self, switch: Switch) -> list[ControllerSpec]:
+        """The controllers ``switch`` connects to."""
+        every = switch.net.spec.controllers
+        names = self._assigned.get(switch.name)
+        if names is None:
+            of = switch.spec.openflow
+            names = of.controllers if of is not None else None
+        if names is None:
+            return list(every)
+        by_name = {c.name: c for c in every}
+        return [by_name[n] for n in names if n in by_name]
+
+    def targets(self, switch: Switch) -> list[str]:
+        """The bridge targets of ``switch``'s controllers (a remote controller that is
+        one of the run's own appears once)."""
+        return list(dict.fromkeys(self.target(switch, c) for c in self.controllers_of(switch)))
+
+    def set_controllers(self, switch: Switch, names: tuple[str, ...]) -> None:
+        """Connect ``switch`` to exactly these controllers from now on (Mininet's
+        ``switch.start(controllers)``)."""
+        self._assigned[switch.name] = tuple(names)
+        targets = self.targets(switch)
+        ovs = self.ovs(switch)
+        if targets:
+            ovs.vsctl("set-controller", switch.name, *targets)
+        else:
+            ovs.vsctl("del-controller", switch.name)
 
     def add_switch(self, switch: Switch) -> None:
         ovs = self.ovs(switch)
         name = switch.name
-        targets = [f"tcp:127.0.0.1:{c.port}" for c in switch.net.spec.controllers]
+        of = switch.spec.openflow or OpenFlowSpec()
+        targets = self.targets(switch)
+        fail_mode = of.fail_mode or ("secure" if targets else "standalone")
+        extra = [f"protocols={','.join(of.protocols)}"] if of.protocols else []
+        if of.dpid:
+            dpid = of.dpid.replace(":", "").rjust(16, "0").lower()
+            extra.append(f"other_config:datapath-id={dpid}")
         ovs.vsctl(
             "--", "add-br", name,
             "--", "set", "bridge", name, f"datapath_type={ovs.datapath_type}",
-            f"fail_mode={'secure' if targets else 'standalone'}",
+            f"fail_mode={fail_mode}",
             f"stp_enable={'true' if switch.spec.stp else 'false'}",
+            *extra,
         )  # fmt: skip
         if targets:
             ovs.vsctl("set-controller", name, *targets)
@@ -91,17 +190,15 @@ class OvsDatapath:
 
     def waits(self, switch: Switch) -> bool:
         """Whether ``switch`` may not forward at once: STP, or a controller to reach."""
-        return switch.spec.stp or bool(switch.net.spec.controllers)
+        return switch.spec.stp or bool(self.controllers_of(switch))
 
     def forwarding(self, switch: Switch) -> bool:
         if self.daemons is None:
             return True
-        if switch.net.spec.controllers:
-            # Every controller of the bridge connected ("true" per controller row).
-            got = self.daemons.vsctl("--columns=is_connected", "find", "controller")
-            rows = [line for line in got.splitlines() if "is_connected" in line]
-            targets = self.daemons.vsctl("get-controller", switch.name).split()
-            if not targets or len(rows) < len(targets) or "false" in got:
+        wanted = {self.target(switch, c) for c in self.controllers_of(switch)}
+        if wanted:
+            conn = self.daemons.controller_connections()
+            if not all(conn.get((switch.name, t), False) for t in wanted):
                 return False
         if not switch.spec.stp:
             return True
@@ -115,7 +212,11 @@ class OvsDatapath:
         return {"datapath": self.kind, "ovs_datapath": dp, "bridge": switch.name}
 
     def close(self) -> None:
-        """Stop the run's OVS daemons and remove their directory."""
+        """Stop the relays and the run's OVS daemons, and remove their directory."""
+        for relay in self._relays.values():
+            relay.stop()
+        self._relays.clear()
+        self._targets.clear()
         if self.daemons is not None:
             self.daemons.stop()
             self.daemons = None

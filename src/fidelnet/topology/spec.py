@@ -23,13 +23,16 @@ from typing import Any, Literal
 __all__ = [
     "CONTROLLER_KINDS",
     "ENGINE_ENDPOINTS",
+    "FAIL_MODES",
     "JITTER_DISTS",
     "LINK_BACKENDS",
     "NODE_KINDS",
+    "OPENFLOW_VERSIONS",
     "QUEUE_KINDS",
     "ControllerKind",
     "ControllerSpec",
     "EngineEndpoint",
+    "FailMode",
     "GilbertElliott",
     "JitterDist",
     "LinkBackend",
@@ -37,6 +40,7 @@ __all__ = [
     "LinkSpec",
     "NodeKind",
     "NodeSpec",
+    "OpenFlowSpec",
     "QueueKind",
     "TopologySpec",
 ]
@@ -132,6 +136,7 @@ class NodeSpec:
     # switches only, on the bpf datapath: IPv6 multicast only where it was asked for
     mld_snooping: bool = True
     fastpath: FastPath | None = None  # routers only: forward in XDP (docs/fastpath.md)
+    openflow: OpenFlowSpec | None = None  # switches on the ovs datapath only
     in_namespace: bool = True
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
 
@@ -166,20 +171,57 @@ class LinkSpec:
         return self.params.merged(self.params_ba) if self.params_ba else self.params
 
 
-ControllerKind = Literal["ref"]
-CONTROLLER_KINDS: tuple[str, ...] = ("ref",)
+ControllerKind = Literal["ref", "remote"]
+CONTROLLER_KINDS: tuple[str, ...] = ("ref", "remote")
+OPENFLOW_VERSIONS: tuple[str, ...] = tuple(f"OpenFlow1{i}" for i in range(6))
+FailMode = Literal["secure", "standalone"]
+FAIL_MODES: tuple[str, ...] = ("secure", "standalone")
 
 
 @dataclass
 class ControllerSpec:
-    """An OpenFlow controller the run starts for its OVS switches (docs/switches.md).
-    ``ref``: Open vSwitch's test controller (Mininet's ``Controller``), a learning
-    switch, listening on ``port`` inside the run's fabric namespace, where every OVS
-    switch connects to it."""
+    """An OpenFlow controller of the run's OVS switches (docs/switches.md).
+
+    - ``ref``: Open vSwitch's test controller (Mininet's ``Controller``), a learning
+      switch the run starts, listening on ``port`` of the fabric namespace's loopback,
+      where every OVS switch runs.
+    - ``remote``: a controller the run does not start, listening on ``ip:port``
+      (default ``127.0.0.1``) in the host's namespace, or in node ``node``'s (or, from
+      Python only, in the namespace at path ``netns``). The run relays its switches'
+      connections there (:mod:`fidelnet.kernel.relay`). A remote controller on the
+      loopback at the port of one of the run's own ``ref`` controllers is that
+      controller, as on Mininet's single host namespace.
+    """
 
     name: str
     kind: ControllerKind = "ref"
     port: int = 6653
+    ip: str | None = None
+    node: str | None = None
+    netns: str | None = None
+
+    @property
+    def address(self) -> str:
+        """Where it listens, as a user would name it."""
+        where = f" in {self.node}" if self.node else ""
+        return f"{self.ip or '127.0.0.1'}:{self.port}{where}"
+
+
+@dataclass(frozen=True)
+class OpenFlowSpec:
+    """OpenFlow options of one OVS switch.
+
+    ``protocols``: the OpenFlow versions it speaks (OVS's default when None);
+    ``fail_mode``: ``secure`` (no forwarding without a controller) or ``standalone``
+    (a learning switch while no controller is connected); None: ``secure`` when it
+    has controllers, ``standalone`` when not. ``dpid``: its datapath id (up to 16 hex
+    digits). ``controllers``: names of the topology's controllers it connects to
+    (None: all of them; empty: none)."""
+
+    protocols: tuple[str, ...] | None = None
+    fail_mode: FailMode | None = None
+    dpid: str | None = None
+    controllers: tuple[str, ...] | None = None
 
 
 @dataclass

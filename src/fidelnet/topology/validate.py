@@ -27,6 +27,7 @@ Field names point at the culprit: ``ip_base``, ``nodes.h1.ip``, ``links[3].b``,
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -46,20 +47,30 @@ from fidelnet.topology.spec import (
     CONTROLLER_KINDS,
     DATAPATHS,
     ENGINE_ENDPOINTS,
+    FAIL_MODES,
     FASTPATHS,
     JITTER_DISTS,
     LINK_BACKENDS,
     NODE_KINDS,
+    OPENFLOW_VERSIONS,
     QUEUE_KINDS,
     ControllerSpec,
     GilbertElliott,
     LinkParams,
     LinkSpec,
     NodeSpec,
+    OpenFlowSpec,
     TopologySpec,
 )
 
-__all__ = ["IFNAMSIZ", "NAME_RULE", "param_problems", "problems", "validate"]
+__all__ = [
+    "IFNAMSIZ",
+    "NAME_RULE",
+    "controller_problems",
+    "param_problems",
+    "problems",
+    "validate",
+]
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _MAC_RE = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
@@ -101,6 +112,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_fastpath,
         _check_datapath,
         _check_controllers,
+        _check_openflow,
         _check_engine_threads,
         _check_ipv6,
         _check_ip_base,
@@ -109,6 +121,11 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
+
+
+def controller_problems(spec: TopologySpec) -> list[ValidationError]:
+    """Every problem in ``spec``'s controllers and switches' OpenFlow options."""
+    return [*_check_controllers(spec), *_check_openflow(spec)]
 
 
 def param_problems(params: LinkParams, where: str = "params") -> list[ValidationError]:
@@ -247,10 +264,11 @@ def _check_controllers(spec: TopologySpec) -> Problems:
             )
         if not _is_int(c.port) or not 1 <= c.port <= 65535:
             yield ValidationError(f"{where}.port", "must be a TCP port, 1..65535", c.port)
-        elif c.port in ports:
+        elif c.kind == "ref" and c.port in ports:
             yield ValidationError(f"{where}.port", f"{ports[c.port]} listens there too", c.port)
-        else:
+        elif c.kind == "ref":
             ports[c.port] = str(c.name)
+        yield from _check_controller_place(where, c, spec)
     if spec.controllers and not any(
         (n.datapath or spec.datapath) == "ovs" for n in spec.switches()
     ):
@@ -259,6 +277,78 @@ def _check_controllers(spec: TopologySpec) -> Problems:
             "only OVS switches connect to controllers, and no switch has datapath ovs",
             [c.name for c in spec.controllers],
         )
+
+
+def _check_controller_place(where: str, c: ControllerSpec, spec: TopologySpec) -> Problems:
+    """A remote controller's address and namespace; a ``ref`` one has neither."""
+    if c.kind == "ref":
+        for field in ("ip", "node", "netns"):
+            if getattr(c, field) is not None:
+                yield ValidationError(
+                    f"{where}.{field}",
+                    "only a remote controller has one (a ref controller listens on the "
+                    "fabric's loopback)",
+                    getattr(c, field),
+                )
+        return
+    if c.ip is not None:
+        try:
+            ipaddress.ip_address(c.ip)
+        except ValueError:
+            yield ValidationError(f"{where}.ip", "must be an IPv4 or IPv6 address", c.ip)
+    if c.node is not None:
+        if c.node not in spec.nodes:
+            yield ValidationError(f"{where}.node", "unknown node", c.node, sorted(spec.nodes))
+        elif c.netns is not None:
+            yield ValidationError(f"{where}.netns", "give node or netns, not both", c.netns)
+    if c.netns is not None and (not isinstance(c.netns, str) or not c.netns.startswith("/")):
+        yield ValidationError(f"{where}.netns", "must be a namespace's path", c.netns)
+
+
+def _check_openflow(spec: TopologySpec) -> Problems:
+    names = {c.name for c in spec.controllers if isinstance(c, ControllerSpec)}
+    dpids: dict[int, str] = {}
+    for name, node in spec.nodes.items():
+        of = node.openflow
+        if of is None:
+            continue
+        where = f"nodes.{name}.openflow"
+        if not isinstance(of, OpenFlowSpec):
+            yield ValidationError(where, "must be an OpenFlowSpec", of)
+            continue
+        if node.kind != "switch" or (node.datapath or spec.datapath) != "ovs":
+            yield ValidationError(
+                where, f"only switches on the ovs datapath speak OpenFlow, and {name} is not one"
+            )
+            continue
+        for proto in of.protocols or ():
+            if proto not in OPENFLOW_VERSIONS:
+                yield ValidationError(
+                    f"{where}.protocols", "unknown OpenFlow version", proto, list(OPENFLOW_VERSIONS)
+                )
+        if of.protocols is not None and not of.protocols:
+            yield ValidationError(f"{where}.protocols", "must name at least one version", [])
+        if of.fail_mode is not None and of.fail_mode not in FAIL_MODES:
+            yield ValidationError(
+                f"{where}.fail_mode", "unknown fail mode", of.fail_mode, list(FAIL_MODES)
+            )
+        if of.dpid is not None:
+            digits = of.dpid.replace(":", "") if isinstance(of.dpid, str) else ""
+            if not re.fullmatch(r"[0-9A-Fa-f]{1,16}", digits) or int(digits, 16) == 0:
+                yield ValidationError(
+                    f"{where}.dpid", "must be 1 to 16 hex digits, not all zero", of.dpid
+                )
+            elif int(digits, 16) in dpids:
+                yield ValidationError(
+                    f"{where}.dpid", f"{dpids[int(digits, 16)]} has the same datapath id", of.dpid
+                )
+            else:
+                dpids[int(digits, 16)] = name
+        for c in of.controllers or ():
+            if c not in names:
+                yield ValidationError(
+                    f"{where}.controllers", "unknown controller", c, sorted(names)
+                )
 
 
 def _check_datapath(spec: TopologySpec) -> Problems:
