@@ -135,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         "--controller",
         action="append",
         default=[],
-        help="|".join(CONTROLLERS) + "[,param=value...] (accepted; not run)",
+        help="|".join(CONTROLLERS) + "[,param=value...]",
     )
     add("--link", default="default", help="|".join(LINKS) + "[,param=value...]")
     add(
@@ -297,11 +297,13 @@ def parse(argv: list[str]) -> MnSetup:
     switches = {**SWITCHES, **custom["switches"]}
     controllers = {**CONTROLLERS, **custom["controllers"]}
     if not opts.controller:
-        # Like mn without a default OpenFlow controller: no controller, learning
-        # switches on the topology's datapath (docs/switches.md); --switch lxbr asks
-        # for Linux bridges.
-        opts.controller = ["none"]
-        if opts.switch == "default":
+        # The default switch is a learning switch on the topology's datapath with no
+        # controller (docs/switches.md); --switch lxbr asks for Linux bridges, ovsbr
+        # for standalone OVS bridges. Any other switch gets mn's default controller,
+        # as with mn.
+        kind = opts.switch.split(",", 1)[0]
+        opts.controller = ["none"] if kind in ("default", "lxbr", "ovsbr") else ["default"]
+        if kind == "default":
             switches["default"] = LearningSwitch
     setup.switch = _resolve("--switch", switches, opts.switch)
     setup.host = _resolve("--host", {**HOSTS, **custom["hosts"]}, opts.host)
@@ -387,7 +389,7 @@ def _run_network(setup: MnSetup) -> int:
         wait = True
     if "none" in opts.controller:
         mlog.info(
-            "*** No OpenFlow controller (fidelnet runs none): switches are learning switches\n"
+            "*** No OpenFlow controller: switches are learning switches\n"
         )
     net = Mininet(
         topo=setup.topo,

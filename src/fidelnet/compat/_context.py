@@ -37,6 +37,7 @@ __all__ = [
     "current_network",
     "forget_intf",
     "is_stopping",
+    "open_networks",
     "stop_all",
     "stopping",
     "track",
@@ -63,6 +64,14 @@ def current_network() -> Network:
         _implicit.open()  # registers its own stop at exit
         track(_implicit)
     return _implicit
+
+
+def open_networks() -> list[Network]:
+    """Every network of this process the Mininet layer knows, open or building."""
+    nets = [*_opened, *_stack]
+    if _implicit is not None:
+        nets.append(_implicit)
+    return [n for i, n in enumerate(nets) if n.is_open and n not in nets[:i]]
 
 
 def track(net: Network) -> None:

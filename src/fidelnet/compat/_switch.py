@@ -1,32 +1,44 @@
-"""Mininet's switches, all run as learning switches in the run's fabric namespace, on
-the topology's datapath (docs/switches.md).
+"""Mininet's switches, in the run's fabric namespace (docs/switches.md).
 
-- :class:`Switch`: the base class (``dpid``, ``opts``, ``listenPort``; ports from 1).
+- :class:`Switch`: the base class (``dpid``, ``opts``, ``listenPort``; ports from
+  1), a learning switch on the topology's datapath.
 - :class:`LinuxBridge`: always a Linux bridge; ``stp=True`` turns on the kernel's
   spanning tree.
 - :class:`OVSSwitch` (= ``OVSKernelSwitch``), :class:`OVSBridge`, :class:`UserSwitch`:
-  accepted and run as learning switches (``stp=True`` honoured, on a bridge), with
-  one warning per process. OpenFlow switching is out of scope for now.
+  bridges of the run's own Open vSwitch, with ``failMode``, ``protocols``, ``dpid``,
+  ``stp``, connected to the controllers they are started with
+  (:mod:`fidelnet.compat._controller`). ``ovs-vsctl``, ``ovs-ofctl`` and
+  ``ovs-appctl`` typed in any node's shell reach the run's Open vSwitch. Where Open
+  vSwitch is not installed they run as learning switches, with one warning per
+  process naming the package.
+- :class:`LearningSwitch`: what ``fidelnet mn`` runs when no controller is asked for.
 
 In a switch that is not Open vSwitch, the one ``ovs-vsctl`` query Mininet scripts commonly
 make, ``ovs-vsctl get Interface <intf> ofport``, answers with the port number
 fidelnet gave the interface (a shell function defined in the switch's shell);
 every other ``ovs-vsctl`` command fails with a message saying why.
+
+Not there yet: ``inband`` (in-band control), ``batch`` startup, ``reconnectms``
+(OVS's own back-off applies) and ``datapath='user'`` per switch (a run's bridges share
+one datapath type) are accepted and not applied.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 from typing import Any
 
+from fidelnet import openflow
 from fidelnet.compat import _context
+from fidelnet.compat._controller import Controller, NullController
 from fidelnet.compat._node import Node
-from fidelnet.kernel import procfs
+from fidelnet.errors import KernelError, UnsupportedError
+from fidelnet.kernel.ovs import missing as ovs_missing
 from fidelnet.nodes import node as _core
-from fidelnet.topology.spec import Datapath, NodeSpec
+from fidelnet.topology.spec import Datapath, NodeSpec, OpenFlowSpec
 
 __all__ = [
+    "IVSSwitch",
     "LearningSwitch",
     "LinuxBridge",
     "OVSBridge",
@@ -35,11 +47,6 @@ __all__ = [
     "Switch",
     "UserSwitch",
 ]
-
-
-def ovs_available() -> bool:
-    """Whether Open vSwitch could run here (its tools and kernel module)."""
-    return shutil.which("ovs-vsctl") is not None and procfs.module_loaded("openvswitch")
 
 
 class Switch(Node, _core.Switch):
@@ -170,19 +177,125 @@ class LearningSwitch(Switch):
 
 
 def _warn_bridge(kind: str) -> None:
-    why = (
-        "Open vSwitch is not available here"
-        if not ovs_available()
-        else "fidelnet does not drive Open vSwitch"
-    )
     _context.warn_once(
         "ovs-as-bridge",
-        f"{why}: {kind} switches run as learning switches (no OpenFlow; stp=True is honoured)",
+        f"{ovs_missing()}: {kind} switches run as learning switches "
+        "(no OpenFlow, no controller; stp=True is honoured)",
     )
 
 
-class OVSSwitch(Switch):
-    """Mininet's Open vSwitch switch, run as a Linux bridge."""
+def _dpid(name: str, dpid: str | None, length: int) -> str | None:
+    """Mininet's default datapath id: ``dpid`` without colons, or the first number in
+    the name, in hex, zero-padded to ``length`` digits."""
+    if dpid:
+        digits = dpid.replace(":", "")
+    else:
+        nums = re.findall(r"\d+", name)
+        if not nums:
+            return None
+        digits = f"{int(nums[0]):x}"
+    return digits.rjust(length, "0")
+
+
+class _OpenFlowSwitch(Switch):
+    """A switch of the run's own Open vSwitch, with Mininet's OpenFlow options (or a
+    learning switch, with a warning, where Open vSwitch is not installed)."""
+
+    fn_fail_mode = "secure"
+
+    def fn_setup_openflow(
+        self, name: str, dpid: str | None, protocols: str | None, stp: bool
+    ) -> None:
+        self.fn_ovs = ovs_missing() is None
+        if not self.fn_ovs:
+            _warn_bridge(type(self).__name__)
+        self.fn_stp = bool(stp)
+        self.fn_dpid = _dpid(name, dpid, self.dpidLen)
+        self.fn_protocols = (
+            tuple(p.strip() for p in protocols.split(",") if p.strip()) if protocols else None
+        )
+
+    def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
+        if not self.fn_ovs:
+            return super().fn_spec(name, params)
+        return NodeSpec(
+            name,
+            kind="switch",
+            stp=self.fn_stp,
+            datapath="ovs",
+            openflow=OpenFlowSpec(
+                protocols=self.fn_protocols,
+                fail_mode=self.fn_fail_mode,  # type: ignore[arg-type]
+                dpid=self.fn_dpid,
+                controllers=(),  # until start(controllers)
+            ),
+        )
+
+    def start(self, controllers: Any = None) -> None:
+        """Connect to ``controllers`` (each started by the network first) and forward."""
+        if self.fn_ovs:
+            live = [
+                c
+                for c in controllers or ()
+                if isinstance(c, Controller) and not isinstance(c, NullController)
+            ]
+            for c in live:
+                c.fn_register(self.net)
+            openflow.set_controllers(self.net, self.name, [c.name for c in live])
+        self.set_forwarding(True)
+
+    def connected(self) -> bool:
+        """Connected to at least one of its controllers; a standalone switch always
+        is (Mininet's rule)."""
+        if not self.fn_ovs:
+            return self.forwarding()
+        if self.fn_fail_mode == "standalone":
+            return True
+        ovs = self.fn_daemons()
+        conn = ovs.controller_connections()
+        datapath = self.forwards_by()
+        targets = datapath.targets(self)  # type: ignore[attr-defined]
+        return any(conn.get((self.name, t), False) for t in targets)
+
+    def fn_daemons(self) -> Any:
+        return self.forwards_by().ovs(self)  # type: ignore[attr-defined]
+
+    def vsctl(self, *args: Any, **kwargs: Any) -> str:
+        """``ovs-vsctl ARGS`` on the run's Open vSwitch."""
+        del kwargs
+        if not self.fn_ovs:
+            return self.cmd("ovs-vsctl", *args)
+        try:
+            return str(self.fn_daemons().vsctl(*[str(a) for a in args]))
+        except KernelError as exc:
+            return f"{exc}\n"
+
+    def dpctl(self, *args: Any) -> str:
+        """``ovs-ofctl CMD SWITCH ARGS`` (Mininet's ``dpctl``)."""
+        if not self.fn_ovs or not args:
+            return super().dpctl(*args)
+        return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
+
+    def attach(self, intf: Any) -> None:
+        """Make ``intf`` a port of this switch (mobility.py)."""
+        if self.fn_ovs:
+            self.vsctl("--may-exist", "add-port", self.name, str(intf))
+
+    def detach(self, intf: Any) -> None:
+        """Remove port ``intf`` from this switch."""
+        if self.fn_ovs:
+            self.vsctl("--if-exists", "del-port", self.name, str(intf))
+
+    def sendCmd(self, *args: Any, **kwargs: Any) -> None:
+        if self.fn_ovs:  # the real ovs-vsctl reaches the run's Open vSwitch
+            Node.sendCmd(self, *args, **kwargs)
+        else:
+            super().sendCmd(*args, **kwargs)
+
+
+class OVSSwitch(_OpenFlowSwitch):
+    """Mininet's Open vSwitch switch: a bridge of the run's own Open vSwitch (kernel
+    datapath where the module is loaded, else OVS's userspace datapath)."""
 
     def __init__(
         self,
@@ -196,52 +309,63 @@ class OVSSwitch(Switch):
         batch: bool = False,
         **params: Any,
     ) -> None:
-        _warn_bridge(type(self).__name__)
-        self.fn_stp = bool(stp)
         self.failMode = failMode
+        self.fn_fail_mode = failMode
         self.datapath = datapath
         self.inband = inband
         self.protocols = protocols
         self.reconnectms = reconnectms
         self.batch = batch
         self.commands: list[str] = []
+        self.fn_setup_openflow(name, params.get("dpid"), protocols, stp)
         super().__init__(name, **params)
-
-    def vsctl(self, *args: Any, **kwargs: Any) -> str:
-        del kwargs
-        return self.cmd("ovs-vsctl", *args)
-
-    def attach(self, intf: Any) -> None:
-        """Nothing to do: a link's switch end joins the bridge when it is made."""
-
-    def detach(self, intf: Any) -> None:
-        """Nothing to do."""
 
     @classmethod
     def isOldOVS(cls) -> bool:
         return False
+
+    @classmethod
+    def setup(cls) -> None:
+        """Nothing to set up: each run starts its own Open vSwitch."""
 
 
 OVSKernelSwitch = OVSSwitch
 
 
 class OVSBridge(OVSSwitch):
-    """Mininet's OVS switch in standalone (learning-bridge) mode."""
+    """Mininet's OVS switch in standalone (learning-bridge) mode, with no controller."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.update(failMode="standalone")
         super().__init__(*args, **kwargs)
 
+    def start(self, controllers: Any = None) -> None:
+        del controllers
+        super().start([])
 
-class UserSwitch(Switch):
-    """Mininet's user-space reference switch, run as a Linux bridge."""
+
+class UserSwitch(_OpenFlowSwitch):
+    """Mininet's user-space switch: a bridge on Open vSwitch's userspace datapath
+    (Mininet's own ``ofdatapath`` is not packaged); ``dpopts`` and ``opts`` are
+    ``ofdatapath``'s and ``ofprotocol``'s, accepted and not used."""
 
     dpidLen = 12
 
     def __init__(
         self, name: str, dpopts: str = "--no-slicing", stp: bool = False, **kwargs: Any
     ) -> None:
-        _warn_bridge(type(self).__name__)
         self.dpopts = dpopts
-        self.fn_stp = bool(stp)
+        self.fn_setup_openflow(name, kwargs.get("dpid"), None, stp)
         super().__init__(name, **kwargs)
+
+
+class IVSSwitch(Switch):
+    """Mininet's Indigo Virtual Switch: refused, it is not packaged for Debian."""
+
+    def __init__(self, name: str, **params: Any) -> None:
+        del params
+        raise UnsupportedError(
+            "ivs-ctl (the Indigo Virtual Switch is not packaged for Debian)",
+            f"switch {name} (IVSSwitch)",
+            "use OVSSwitch",
+        )

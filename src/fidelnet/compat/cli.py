@@ -22,6 +22,7 @@ import time
 from cmd import Cmd
 from typing import IO, Any
 
+from fidelnet.compat import _context
 from fidelnet.compat.log import error, info, output
 from fidelnet.compat.util import dumpNodeConnections, dumpPorts, quietRun
 from fidelnet.errors import FidelnetError
@@ -144,8 +145,12 @@ class CLI(Cmd):
         dumpNodeConnections(self.mn.values())
 
     def do_sh(self, line: str) -> None:
-        """Run a shell command on the host: sh CMD."""
-        subprocess.call(line, shell=True)  # the user typed a shell command
+        """Run a shell command on the host: sh CMD (the OVS tools reach the run's own
+        Open vSwitch, as Mininet's reach the machine's)."""
+        env = dict(os.environ)
+        for net in _context.open_networks():
+            env.update(net.node_env())
+        subprocess.call(line, shell=True, env=env)  # the user typed a shell command
 
     def do_py(self, line: str) -> None:
         """Evaluate a Python expression (node names are variables): py h1.IP()."""
@@ -257,7 +262,8 @@ class CLI(Cmd):
         self.mn.waitConnected()
 
     def do_dpctl(self, line: str) -> None:
-        """Run a datapath command on every switch (none exists: no switch is OpenFlow)."""
+        """Run a datapath command on every switch: dpctl dump-flows (``ovs-ofctl`` on
+        OVS switches)."""
         args = line.split()
         if not args:
             error("usage: dpctl command [arg1] [arg2] ...\n")

@@ -2,24 +2,28 @@
 
 - :class:`Node`, :class:`Host`, :class:`CPULimitedHost` (``_node``);
 - :class:`Switch`, :class:`LinuxBridge`, :class:`OVSSwitch` (= ``OVSKernelSwitch``),
-  :class:`OVSBridge`, :class:`UserSwitch`, all learning switches (``_switch``);
+  :class:`OVSBridge`, :class:`UserSwitch` on the run's own Open vSwitch, and
+  :class:`IVSSwitch`, refused (``_switch``);
 - :class:`Controller`, :class:`OVSController`, :class:`RemoteController`,
-  :class:`NullController`, :class:`DefaultController`, :func:`findController`:
-  accepted, not run (``_controller``).
+  :class:`NullController`, :class:`DefaultController`, :class:`Ryu`, :class:`NOX`,
+  :func:`findController` (``_controller``).
 """
 
 from __future__ import annotations
 
 from fidelnet.compat._controller import (
+    NOX,
     Controller,
     DefaultController,
     NullController,
     OVSController,
     RemoteController,
+    Ryu,
     findController,
 )
 from fidelnet.compat._node import CPULimitedHost, Host, Node
 from fidelnet.compat._switch import (
+    IVSSwitch,
     LinuxBridge,
     OVSBridge,
     OVSKernelSwitch,
@@ -29,10 +33,12 @@ from fidelnet.compat._switch import (
 )
 
 __all__ = [
+    "NOX",
     "CPULimitedHost",
     "Controller",
     "DefaultController",
     "Host",
+    "IVSSwitch",
     "LinuxBridge",
     "Node",
     "NullController",
@@ -41,6 +47,7 @@ __all__ = [
     "OVSKernelSwitch",
     "OVSSwitch",
     "RemoteController",
+    "Ryu",
     "Switch",
     "UserSwitch",
     "findController",
