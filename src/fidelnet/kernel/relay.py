@@ -93,6 +93,9 @@ class Relay:
             lst.listen(16)
         except OSError as exc:
             lst.close()
+            self._sel.close()
+            self._wake_r.close()
+            self._wake_w.close()
             raise KernelError(
                 f"{self.name}: cannot listen on 127.0.0.1:{self.port} in the run's "
                 f"fabric: {exc.strerror or exc}"

@@ -73,6 +73,7 @@ from fidelnet.scenario.model_topology import (
     LinkParamsModel,
     LossModel,
     Node,
+    OpenFlow,
     Topology,
     TreeArgs,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "LossCheck",
     "LossModel",
     "Node",
+    "OpenFlow",
     "OutageCheck",
     "Ping",
     "Pktgen",

@@ -226,6 +226,25 @@ def _node_backend(value: Any) -> Any:
     return value
 
 
+OpenFlowVersion = Literal[
+    "OpenFlow10", "OpenFlow11", "OpenFlow12", "OpenFlow13", "OpenFlow14", "OpenFlow15"
+]
+
+
+class OpenFlow(_Model):
+    """OpenFlow options of an OVS switch."""
+
+    protocols: Annotated[list[OpenFlowVersion], Field(min_length=1)] | None = None
+    """OpenFlow versions it speaks: ``[OpenFlow13]`` (default: Open vSwitch's)."""
+    fail_mode: Literal["secure", "standalone"] | None = None
+    """``secure``: no forwarding without a controller; ``standalone``: a learning
+    switch while none is connected. Default: secure with controllers, else standalone."""
+    dpid: Annotated[str, Field(pattern=r"^[0-9A-Fa-f:]{1,23}$")] | None = None
+    """Datapath id, up to 16 hex digits (default: Open vSwitch's)."""
+    controllers: list[NodeName] | None = None
+    """Names of ``topology.controllers`` it connects to (default: all; ``[]``: none)."""
+
+
 class Node(_Model):
     """A node the scenario adds to the builder's (if any). ``lg: {}`` or ``lg:`` (empty)
     is a host with every default."""
@@ -257,6 +276,8 @@ class Node(_Model):
     fastpath: FastPath | None = None
     """``xdp``: forward in an XDP program ahead of the IP stack (routers only; default:
     ``topology.fastpath``)."""
+    openflow: OpenFlow | None = None
+    """OpenFlow options (switches on the ``ovs`` datapath)."""
     backend: Annotated[Literal["netns"], BeforeValidator(_node_backend)] = "netns"
     """How the node is made: ``netns`` (a network namespace); ``cgroup``, ``qemu`` planned."""
 
@@ -294,15 +315,21 @@ class Link(_Model):
 
 
 class Controller(_Model):
-    """An OpenFlow controller the run starts for its OVS switches (docs/switches.md)."""
+    """An OpenFlow controller of the run's OVS switches (docs/switches.md)."""
 
     name: NodeName
     """Its name, unique among the controllers."""
-    kind: Literal["ref"] = "ref"
+    kind: Literal["ref", "remote"] = "ref"
     """``ref``: Open vSwitch's test controller (Mininet's ``Controller``), a learning
-    switch inside the run's fabric namespace."""
+    switch the run starts inside its fabric namespace. ``remote``: a controller the run
+    does not start (yours: os-ken, ONOS...), listening on ``ip:port`` on this machine or
+    inside ``node``; the switches reach it through a relay."""
     port: int = Field(6653, ge=1, le=65535)
-    """TCP port it listens on (127.0.0.1 of the fabric namespace)."""
+    """TCP port it listens on."""
+    ip: str | None = None
+    """``remote``: its address (default ``127.0.0.1``: this machine's loopback)."""
+    node: NodeName | None = None
+    """``remote``: the node it runs in (it listens in that node's namespace)."""
 
 
 class Defaults(_Model):

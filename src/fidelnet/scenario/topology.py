@@ -29,11 +29,18 @@ from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem
-from fidelnet.topology.spec import ControllerSpec, LinkParams, LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import (
+    ControllerSpec,
+    LinkParams,
+    LinkSpec,
+    NodeSpec,
+    OpenFlowSpec,
+    TopologySpec,
+)
 from fidelnet.topology.validate import problems as topology_problems
 
 if TYPE_CHECKING:
-    from fidelnet.scenario.model import LinkParamsModel, Scenario
+    from fidelnet.scenario.model import LinkParamsModel, OpenFlow, Scenario
 
 __all__ = ["Built", "build", "spec_problems"]
 
@@ -64,6 +71,17 @@ def _params(model: LinkParamsModel | None, base_dir: FsPath | None) -> LinkParam
     return params
 
 
+def _openflow(of: OpenFlow | None) -> OpenFlowSpec | None:
+    if of is None:
+        return None
+    return OpenFlowSpec(
+        protocols=tuple(of.protocols) if of.protocols is not None else None,
+        fail_mode=of.fail_mode,
+        dpid=of.dpid,
+        controllers=tuple(of.controllers) if of.controllers is not None else None,
+    )
+
+
 def build(scenario: Scenario) -> Built:
     """The scenario's topology, with the problems found while building it (a builder
     that refuses its arguments, a node the builder already made)."""
@@ -87,7 +105,9 @@ def build(scenario: Scenario) -> Built:
     spec.engine_threads = topo.engine_threads
     spec.ipv6 = topo.ipv6
     spec.datapath = topo.datapath
-    spec.controllers = [ControllerSpec(c.name, c.kind, c.port) for c in topo.controllers]
+    spec.controllers = [
+        ControllerSpec(c.name, c.kind, c.port, ip=c.ip, node=c.node) for c in topo.controllers
+    ]
     spec.ip_base = topo.ip_base
     if topo.auto_routes is not None:
         spec.auto_routes = topo.auto_routes
@@ -123,6 +143,7 @@ def build(scenario: Scenario) -> Built:
                 datapath=node.datapath,
                 mld_snooping=node.mld_snooping,
                 fastpath=node.fastpath,
+                openflow=_openflow(node.openflow),
             )
         )
     for own in topo.links:
