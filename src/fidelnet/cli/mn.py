@@ -388,9 +388,7 @@ def _run_network(setup: MnSetup) -> int:
     if setup.tests and setup.tests != ["none"] and isinstance(wait, bool):
         wait = True
     if "none" in opts.controller:
-        mlog.info(
-            "*** No OpenFlow controller: switches are learning switches\n"
-        )
+        mlog.info("*** No OpenFlow controller: switches are learning switches\n")
     net = Mininet(
         topo=setup.topo,
         switch=setup.switch,

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OvsDatapath"]
 
+
 def _loopback(ip: str | None) -> bool:
     return ip is None or ipaddress.ip_address(ip).is_loopback
 

@@ -23,7 +23,9 @@ class LearningSwitch13(app_manager.OSKenApp):
     def _flow(dp, priority, match, actions):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-        dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match, instructions=inst))
+        dp.send_msg(
+            parser.OFPFlowMod(datapath=dp, priority=priority, match=match, instructions=inst)
+        )
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def features(self, ev):
