@@ -197,6 +197,14 @@ def _dpid(name: str, dpid: str | None, length: int) -> str | None:
     return digits.rjust(length, "0")
 
 
+def _nonzero(dpid: str | None) -> str | None:
+    """A datapath id OVS accepts: an all-zero one (Mininet's for a switch named
+    ``cs0``) lets OVS choose, as it does under Mininet."""
+    if dpid is None or not re.fullmatch(r"[0-9A-Fa-f]{1,16}", dpid) or int(dpid, 16):
+        return dpid
+    return None
+
+
 class _OpenFlowSwitch(Switch):
     """A switch of the run's own Open vSwitch, with Mininet's OpenFlow options (or a
     learning switch, with a warning, where Open vSwitch is not installed)."""
@@ -226,7 +234,7 @@ class _OpenFlowSwitch(Switch):
             openflow=OpenFlowSpec(
                 protocols=self.fn_protocols,
                 fail_mode=self.fn_fail_mode,  # type: ignore[arg-type]
-                dpid=self.fn_dpid,
+                dpid=_nonzero(self.fn_dpid),
                 controllers=(),  # until start(controllers)
             ),
         )

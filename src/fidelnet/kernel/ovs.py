@@ -112,9 +112,10 @@ class OvsDaemons:
             "ovs-vswitchd", [f"unix:{self.db}"], os.path.join(self.dir, "ovs-vswitchd.ctl")
         )
 
-    def start_controller(self, name: str, port: int) -> None:
+    def start_controller(self, name: str, port: int, protocols: Sequence[str] = ()) -> None:
         """Open vSwitch's test controller (a learning switch) listening on ``port`` of
-        the fabric's loopback, as controller ``name`` of this run."""
+        the fabric's loopback, as controller ``name`` of this run, speaking the
+        OpenFlow versions ``protocols`` (all it knows when empty)."""
         if shutil.which("ovs-testcontroller") is None:
             raise UnsupportedError(
                 "ovs-testcontroller (Debian: apt-get install openvswitch-testcontroller)",
@@ -122,7 +123,10 @@ class OvsDaemons:
             )
         self._daemon(
             "ovs-testcontroller",
-            [f"ptcp:{port}:127.0.0.1"],
+            [
+                *([f"--protocols={','.join(protocols)}"] if protocols else []),
+                f"ptcp:{port}:127.0.0.1",
+            ],
             None,
             label=f"controller-{name}",
             listening=port,

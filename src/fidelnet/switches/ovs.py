@@ -49,6 +49,22 @@ def _loopback(ip: str | None) -> bool:
     return ip is None or ipaddress.ip_address(ip).is_loopback
 
 
+def ref_protocols(switch: Switch) -> tuple[str, ...]:
+    """The OpenFlow versions a ``ref`` controller speaks: OpenFlow 1.0 only, like
+    Mininet's reference controller, unless an OVS switch of the topology does not speak
+    it; then every version those switches name. (With 1.0, a switch whose flows were
+    all deleted still sends the next packet to its controller, which scripts such as
+    Mininet's mobility.py rely on; from 1.3 a table miss drops it.)"""
+    asked = [
+        n.openflow.protocols
+        for n in switch.net.spec.switches()
+        if n.openflow is not None and n.openflow.protocols
+    ]
+    if all("OpenFlow10" in p for p in asked):
+        return ("OpenFlow10",)
+    return tuple(sorted({v for p in asked for v in p}))
+
+
 class OvsDatapath:
     """Switches as bridges of the run's own Open vSwitch."""
 
@@ -83,7 +99,7 @@ class OvsDatapath:
             return self._targets[c.name]
         ovs = self.ovs(switch)
         if c.kind == "ref":
-            ovs.start_controller(c.name, c.port)
+            ovs.start_controller(c.name, c.port, ref_protocols(switch))
             port = c.port
         else:
             same = [
@@ -154,7 +170,11 @@ class OvsDatapath:
         of = switch.spec.openflow or OpenFlowSpec()
         targets = self.targets(switch)
         fail_mode = of.fail_mode or ("secure" if targets else "standalone")
-        extra = [f"protocols={','.join(of.protocols)}"] if of.protocols else []
+        # No in-band control (Mininet's default): controllers are reached on the
+        # fabric's loopback, never through the switch's own ports.
+        extra = ["other_config:disable-in-band=true"]
+        if of.protocols:
+            extra.append(f"protocols={','.join(of.protocols)}")
         if of.dpid:
             dpid = of.dpid.replace(":", "").rjust(16, "0").lower()
             extra.append(f"other_config:datapath-id={dpid}")
