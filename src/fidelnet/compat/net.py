@@ -22,10 +22,11 @@ from typing import Any
 from fidelnet import realize
 from fidelnet.compat import _context
 from fidelnet.compat._build import topo_spec
+from fidelnet.compat._netrun import NetRunning
 from fidelnet.compat._nettests import NetTests
 from fidelnet.compat.link import Intf, Link
 from fidelnet.compat.log import error, info
-from fidelnet.compat.node import Controller, DefaultController, Host, Node, OVSKernelSwitch
+from fidelnet.compat.node import Controller, DefaultController, Host, OVSKernelSwitch
 from fidelnet.compat.nodelib import NAT
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
 from fidelnet.errors import UnknownNodeError, ValidationError
@@ -38,7 +39,7 @@ __all__ = ["VERSION", "Mininet", "MininetWithControlNet"]
 VERSION = "2.3.0"
 
 
-class Mininet(NetTests):
+class Mininet(NetRunning, NetTests):
     """Network emulation with hosts in network namespaces (fidelnet underneath)."""
 
     inited = False
@@ -379,136 +380,6 @@ class Mininet(NetTests):
 
     def stopXterms(self) -> None:
         """No terminals to stop."""
-
-    # -- running ----------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start controllers (no-ops) and switches; wait for spanning trees to settle."""
-        if not self.built:
-            self.build()
-        info("*** Starting controller\n")
-        for controller in self.controllers:
-            info(controller.name + " ")
-            controller.start()
-        info("\n")
-        info(f"*** Starting {len(self.switches)} switches\n")
-        for switch in self.switches:
-            info(switch.name + " ")
-            switch.start(self.controllers)
-        info("\n")
-        self.fn_net.wait_stp()
-        if self.waitConn:
-            self.waitConnected(self.waitConn)
-
-    def waitConnected(self, timeout: Any = None, delay: float = 0.5) -> bool:
-        """Wait until every switch forwards (bridges do at once; STP ones once settled)."""
-        import time
-
-        info("*** Waiting for switches to connect\n")
-        if isinstance(timeout, bool):
-            timeout = None if timeout else 0
-        waited = 0.0
-        remaining = list(self.switches)
-        while True:
-            for switch in tuple(remaining):
-                if switch.connected():
-                    info(f"{switch} ")
-                    remaining.remove(switch)
-            if not remaining:
-                info("\n")
-                return True
-            if timeout is not None and waited >= timeout:
-                break
-            time.sleep(delay)
-            waited += delay
-        for switch in remaining:
-            error(f"Warning: {switch.name} is not forwarding yet\n")
-        return False
-
-    def stop(self) -> None:
-        """Stop everything and remove every object the run made."""
-        with _context.stopping(self.fn_net):
-            info(f"*** Stopping {len(self.controllers)} controllers\n")
-            for controller in self.controllers:
-                info(controller.name + " ")
-                controller.stop()
-            info("\n")
-            info(f"*** Stopping {len(self.links)} links\n")
-            for link in self.links:
-                info(".")
-                link.stop()
-            info("\n")
-            info(f"*** Stopping {len(self.switches)} switches\n")
-            for switch in self.switches:
-                info(switch.name + " ")
-                switch.stop()
-                switch.terminate()
-            info("\n")
-            info(f"*** Stopping {len(self.hosts)} hosts\n")
-            for host in self.hosts:
-                info(host.name + " ")
-                host.terminate()
-            self.fn_net.stop()
-        info("\n*** Done\n")
-
-    def run(self, test: Any, *args: Any, **kwargs: Any) -> Any:
-        """Start, run ``test(*args, **kwargs)``, stop; returns the test's result."""
-        self.start()
-        info("*** Running test\n")
-        try:
-            return test(*args, **kwargs)
-        finally:
-            self.stop()
-
-    def monitor(self, hosts: list[Any] | None = None, timeoutms: int = -1) -> Any:
-        """Yield (host, line) as hosts' shells print; (None, None) after a timeout."""
-        import select
-
-        hosts = hosts or self.hosts
-        poller = select.poll()
-        for host in hosts:
-            poller.register(host.stdout.fileno(), select.POLLIN)
-        while True:
-            ready = poller.poll(timeoutms)
-            for fd, event in ready:
-                host = Node.fdToNode(fd)
-                if host is not None and event & select.POLLIN:
-                    line = host.readline()
-                    if line is not None:
-                        yield host, line
-            if not ready and timeoutms >= 0:
-                yield None, None
-
-    def configLinkStatus(self, src: str, dst: str, status: str) -> None:
-        """Bring every link between ``src`` and ``dst`` (names) up or down."""
-        if status not in ("up", "down"):
-            error(f"link status must be 'up' or 'down', not {status!r}\n")
-            return
-        for which, name in (("src", src), ("dst", dst)):
-            if name not in self.nameToNode:
-                known = list(self.nameToNode)
-                shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-                error(f"{which} not in network: {name} (nodes: {shown})\n")
-                return
-        a, b = self.nameToNode[src], self.nameToNode[dst]
-        connections = a.connectionsTo(b)
-        if not connections:
-            error(f"src and dst not connected: {a} {b}\n")
-        for intf_a, intf_b in connections:
-            for end, which in ((intf_a, "src"), (intf_b, "dst")):
-                result = end.ifconfig(status)
-                if result:
-                    error(f"link {which} status change failed: {result}\n")
-
-    def interact(self) -> Any:
-        """Start, run the CLI, stop."""
-        from fidelnet.compat.cli import CLI
-
-        self.start()
-        try:
-            return CLI(self)
-        finally:
-            self.stop()
 
     def __enter__(self) -> Mininet:
         return self
