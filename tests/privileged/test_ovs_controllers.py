@@ -150,3 +150,20 @@ def test_osken_learning_switch_controls_linear4_over_openflow13() -> None:
     assert len(flows) >= 4, out  # the app's flows, seen with ovs-ofctl from the CLI
     assert "OFPST_FLOW reply (OF1.3)" in out
     assert_no_trace([])
+
+
+def test_tcp_crosses_the_userspace_datapath_at_the_link_rate() -> None:
+    """TCP through OVS bridges: on the userspace datapath, segmentation offload is on
+    (OVS's userspace TSO), else the hosts' 64 KB segments are dropped at the next port
+    and no TCP connection moves data."""
+    from fidelnet.measure.tcp import tcp
+    from fidelnet.topology.spec import LinkParams
+
+    spec = linear(2)
+    spec.datapath = "ovs"
+    for link in spec.links:
+        link.params = LinkParams(bw=20e6)
+    with Network(spec) as net:
+        res = tcp(net, [("h1", "h2")], duration=3)
+    goodput = res.flows[0].goodput_bps / 1e6
+    assert 15.0 < goodput <= 20.0, goodput

@@ -108,6 +108,9 @@ class OvsDaemons:
             self.db,
         )
         self.vsctl("--no-wait", "init")
+        self.vsctl(
+            "--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true"
+        )
         self._daemon(
             "ovs-vswitchd", [f"unix:{self.db}"], os.path.join(self.dir, "ovs-vswitchd.ctl")
         )

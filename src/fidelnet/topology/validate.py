@@ -72,6 +72,7 @@ __all__ = [
     "validate",
 ]
 
+MIN_BW = 1000.0  # bit/s: below it a frame takes more than 12 s, and tc's burst overflows
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _MAC_RE = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
 _MAX_NAME = 64
@@ -592,6 +593,13 @@ def _check_quantity(field: str, value: object, unit: str | None = None) -> Probl
         yield ValidationError(field, "must not be negative", value)
     elif name == "bw" and value == 0:
         yield ValidationError(field, "must be positive (a rate of 0 would carry nothing)", value)
+    elif name == "bw" and value < MIN_BW:
+        yield ValidationError(
+            field,
+            f"must be at least {MIN_BW:g} bit/s (1 kbit/s; one full frame would take "
+            f"{1514 * 8 / value:.0f} s); bw is in bit/s in the Python API",
+            value,
+        )
     elif unit == "percent" and value > 100:
         yield ValidationError(field, "must be at most 100 (percent)", value)
 
