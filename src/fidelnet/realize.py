@@ -119,6 +119,9 @@ def realize_link(
     intf_b = intf_classes[1](nb, link.b_intf, link.b_port, ib)
     setup_end(na, intf_a, link.a_mac, link.a_ip, mark)
     setup_end(nb, intf_b, link.b_mac, link.b_ip, mark)
+    for node, intf, peer in ((na, intf_a, intf_b), (nb, intf_b, intf_a)):
+        if isinstance(node, Switch):
+            node.forwards_by().link_added(node, intf, peer)
     if choice.backend == "tc":
         driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
     return intf_a, intf_b

@@ -1,5 +1,7 @@
 """Per-device settings made from inside a node: argv lists that the node runs (its
-own sysfs and namespace), never shell text built from input.
+own sysfs and namespace), never shell text built from input; and one ``ethtool``
+request made directly (:func:`set_tx_checksum`, an ioctl on a socket opened in the
+device's namespace: no process per device).
 
 - RPS: steer a device's receive processing to one CPU.
 - ``tx-udp-segmentation``: off, so UDP_SEGMENT buffers are split before the device
@@ -12,10 +14,19 @@ own sysfs and namespace), never shell text built from input.
 
 from __future__ import annotations
 
+import array
+import fcntl
+import socket
+import struct
+
+from fidelnet.errors import KernelError
+from fidelnet.kernel import ns
+
 __all__ = [
     "checksum_off_argv",
     "rps_argv",
     "segmentation_off_argv",
+    "set_tx_checksum",
     "udp_segmentation_off_argv",
 ]
 
@@ -39,3 +50,25 @@ def segmentation_off_argv(dev: str) -> list[str]:
 def checksum_off_argv(dev: str) -> list[str]:
     """Transmit checksumming off (which takes TSO off with it)."""
     return ["ethtool", "-K", dev, "tx", "off"]
+
+
+SIOCETHTOOL = 0x8946
+ETHTOOL_STXCSUM = 0x17  # struct ethtool_value {u32 cmd; u32 data}
+
+
+def set_tx_checksum(netns: str | None, dev: str, on: bool) -> None:
+    """Transmit checksumming of ``dev`` in namespace ``netns`` (a path; None: this
+    process's) on or off; off takes TCP segmentation offload with it (the kernel
+    drops what depends on it), so the stack hands the device complete packets."""
+    value = array.array("B", struct.pack("II", ETHTOOL_STXCSUM, 1 if on else 0))
+    ifreq = struct.pack("16sQ", dev.encode()[:15], value.buffer_info()[0])
+    try:
+        if netns is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        else:
+            with ns.entered(netns):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with sock:
+            fcntl.ioctl(sock, SIOCETHTOOL, ifreq)
+    except OSError as exc:
+        raise KernelError(f"{dev}: cannot set transmit checksumming: {exc}") from exc

@@ -35,6 +35,9 @@ class Datapath(Protocol):
     def add_port(self, switch: Switch, intf: Interface) -> None:
         """``intf`` (up, in the fabric) is a port of ``switch`` from now on."""
 
+    def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
+        """``intf``'s link is built; ``peer`` is its other end (another node's)."""
+
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         """``intf`` is about to be deleted: send nothing to it any more."""
 

@@ -144,6 +144,9 @@ class BpfDatapath:
         found = self._ends.get((switch.name, intf))
         return found if found is not None else (None, None)
 
+    def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
+        del switch, intf, peer  # nothing to do on the other end
+
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         slot = self._slots.get(switch.name, {}).pop(intf.index, None)
         port = self._ports.pop(intf.index, None)

@@ -35,6 +35,9 @@ class BridgeDatapath:
     def add_port(self, switch: Switch, intf: Interface) -> None:
         del switch, intf  # enslaved when it was brought up (port_attrs)
 
+    def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
+        del switch, intf, peer  # nothing to do on the other end
+
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         del switch, intf  # the bridge lets go of a deleted port itself
 

@@ -35,6 +35,9 @@ class FakeDatapath:
         self.calls.append(("add_port", switch.name, intf.name))
         self.ports[switch.name][intf.name] = True
 
+    def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
+        del switch, intf, peer  # nothing to do on the other end
+
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         self.calls.append(("remove_port", switch.name, intf.name))
         self.ports[switch.name].pop(intf.name, None)

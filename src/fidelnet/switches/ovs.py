@@ -31,7 +31,7 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError
-from fidelnet.kernel import ns
+from fidelnet.kernel import nic, ns
 from fidelnet.kernel.ovs import OvsDaemons
 from fidelnet.kernel.relay import Relay
 from fidelnet.topology.spec import ControllerSpec, OpenFlowSpec
@@ -195,6 +195,21 @@ class OvsDatapath:
 
     def add_port(self, switch: Switch, intf: Interface) -> None:
         self.ovs(switch).vsctl("--may-exist", "add-port", switch.name, intf.name)
+
+    def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
+        """A node that sends into an OVS port computes its own checksums: OVS's
+        userspace datapath carries checksum offload through its datapath, but a packet
+        that goes to a controller and back (packet-in, packet-out) leaves with the
+        checksum the sender left for the hardware to fill in, and the receiver drops
+        it (every new TCP connection under a reactive controller took 2 s: two lost
+        SYNs). Not needed between OVS ports, nor on the kernel datapath."""
+        del intf
+        if self.ovs(switch).datapath_type != "netdev":
+            return
+        if getattr(peer.node, "forwarder", None) is self:
+            return  # another port of this run's OVS
+        path = ns.path_of(peer.node.netns) if peer.node.netns else None
+        nic.set_tx_checksum(path, peer.name, False)
 
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         if self.daemons is not None:
