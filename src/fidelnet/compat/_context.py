@@ -33,6 +33,7 @@ __all__ = [
     "accepted_params",
     "add_link_spec",
     "add_node_spec",
+    "adopt",
     "building",
     "current_network",
     "forget_intf",
@@ -72,6 +73,28 @@ def open_networks() -> list[Network]:
     if _implicit is not None:
         nets.append(_implicit)
     return [n for i, n in enumerate(nets) if n.is_open and n not in nets[:i]]
+
+
+def adopt(node: Any, net: Network) -> bool:
+    """Move ``node`` into ``net`` if nothing of it is in the kernel yet besides its
+    shell: a node of the host's namespace with no interface (sshd.py's ``root``, made
+    with ``Node('root', inNamespace=False)`` before its network exists). False when
+    it cannot move."""
+    old = node.net
+    if old is net:
+        return True
+    if node.netns is not None or node.intfs or node.name in net.nodes:
+        return False
+    if node.name in net.spec.nodes:
+        return False
+    spec = old.spec.nodes.pop(node.name, None)
+    old.nodes.pop(node.name, None)
+    if spec is None:
+        return False
+    net.spec.add_node(spec)
+    net.nodes[node.name] = node
+    node.net = net
+    return True
 
 
 def track(net: Network) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import re
 from typing import Any
 
@@ -36,6 +37,21 @@ __all__ = ["Intf", "TCIntf", "tc_params"]
 
 _IP_RE = re.compile(r"\d+\.\d+\.\d+\.\d+")
 _MAC_RE = re.compile(r"..:..:..:..:..:..")
+
+
+def _lend(name: str, node: Any) -> int:
+    """Move the host's interface ``name`` into ``node`` (recorded first, given back at
+    the end: :mod:`fidelnet.kernel.hostintf`); a switch makes it a port. Returns its
+    index in the node's namespace."""
+    from fidelnet.kernel import hostintf
+
+    if node.netns is None:
+        raise NodeError(
+            f"{node.name}: shares the host's namespace, where {name!r} already is; "
+            "lend the interface to a node in a namespace of its own"
+        )
+    hostintf.lend(name, os.path.basename(node.netns), node.net.state_record)
+    return int(node.netlink().index(name))
 
 
 class Intf(Interface):
@@ -55,6 +71,7 @@ class Intf(Interface):
         params.pop("moveIntfFn", None)
         existing = None
         index = -1
+        lent = False
         if node is not None:
             existing = next((i for i in node.intfs.values() if i.name == name), None)
             if existing is not None:
@@ -62,10 +79,7 @@ class Intf(Interface):
             else:
                 found = node.netlink().index_or_none(name)
                 if found is None:
-                    raise NodeError(
-                        f"{node.name}: no interface {name!r} in its namespace (fidelnet makes "
-                        "interfaces with links; it does not move host interfaces into nodes)"
-                    )
+                    found, lent = _lend(name, node), True
                 index = found
             if port is None:
                 port = existing.port if existing is not None else node.newPort()
@@ -88,6 +102,9 @@ class Intf(Interface):
             if existing is not None and existing is not self:
                 node.ports.pop(existing, None)
             node.addIntf(self, port=port)
+            if lent and getattr(node, "kind", "") == "switch":
+                node.forwards_by().add_port(node, self)  # a lent interface: a new port
+                self.set_up(True)
         self.params = params
         self.config(**params)
         self._fn_fresh.pop("up", None)

@@ -114,10 +114,16 @@ class Link(_CoreLink):
         **params: Any,
     ) -> None:
         net = node1.net
-        if node2.net is not net:
+        if node2.net is not net and not (
+            _context.adopt(node2, net) or _context.adopt(node1, node2.net)
+        ):
             raise ValidationError(
-                "link", "the two nodes belong to different networks", f"{node1}-{node2}"
+                "link",
+                "the two nodes belong to different networks (and neither is a node of "
+                "the host's namespace without interfaces, which could join the other)",
+                f"{node1}-{node2}",
             )
+        net = node1.net
         self.fast = fast
         p1, p2 = dict(params1 or {}), dict(params2 or {})
         if port1 is not None:

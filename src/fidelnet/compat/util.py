@@ -55,15 +55,19 @@ __all__ = [
     "irange",
     "isShellBuiltin",
     "macColonHex",
+    "makeIntfPair",
     "makeNumeric",
     "mountCgroups",
+    "moveIntf",
     "natural",
     "naturalSeq",
     "netParse",
     "numCores",
+    "pexpect",
     "pmonitor",
     "quietRun",
     "retry",
+    "run",
     "specialClass",
     "splitArgs",
     "waitListening",
@@ -127,6 +131,78 @@ def errFail(*cmd: Any, **kwargs: Any) -> tuple[str, str, int]:
     if ret:
         raise NodeError(f"errFail: {cmd} failed with return code {ret}: {err}")
     return out, err, ret
+
+
+def run(cmd: Any) -> str:
+    """Run a host command (a string split on spaces, or a list); its output with
+    stderr merged."""
+    return errRun(cmd, stderr=subprocess.STDOUT)[0]
+
+
+class _Pexpect:
+    """``mininet.util.pexpect``: the ``pexpect`` module, with ``spawn`` decoding
+    UTF-8 by default (Mininet's Python 3 wrapper)."""
+
+    @staticmethod
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        import pexpect as real  # type: ignore[import-untyped]
+
+        kwargs.setdefault("encoding", "utf-8")
+        return real.spawn(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        import pexpect as real
+
+        return getattr(real, name)
+
+
+pexpect = _Pexpect()
+
+
+def moveIntf(intf: Any, dstNode: Any, printError: bool = True, **_kwargs: Any) -> bool:
+    """Move the host's interface ``intf`` (a name) into ``dstNode``, recorded by the
+    run and given back at its end (:mod:`fidelnet.kernel.hostintf`); False, with an
+    error printed, when it cannot move."""
+    from fidelnet.errors import FidelnetError
+    from fidelnet.kernel import hostintf
+
+    name = str(intf)
+    try:
+        if dstNode.netns is None:
+            raise NodeError(f"{dstNode.name} shares the host's namespace")
+        hostintf.lend(name, os.path.basename(dstNode.netns), dstNode.net.state_record)
+    except FidelnetError as exc:
+        if printError:
+            error(f"*** Error: moveIntf: {name} not successfully moved to {dstNode}: {exc}\n")
+        return False
+    return True
+
+
+def makeIntfPair(
+    intf1: str,
+    intf2: str,
+    addr1: str | None = None,
+    addr2: str | None = None,
+    node1: Any = None,
+    node2: Any = None,
+    deleteIntfs: bool = True,
+    runCmd: Any = None,
+) -> str:
+    """A veth pair ``intf1``-``intf2`` between ``node1`` and ``node2`` (two nodes of
+    one network: fidelnet makes no interface in the host's namespace), with MACs
+    ``addr1``/``addr2``; made as a link of their network."""
+    del deleteIntfs, runCmd
+    from fidelnet.topology.spec import LinkSpec
+
+    if node1 is None or node2 is None or node1.net is not node2.net:
+        raise NodeError(
+            f"makeIntfPair({intf1}, {intf2}): needs two nodes of one network "
+            "(fidelnet makes no interfaces in the host's namespace)"
+        )
+    node1.net.add_link(
+        LinkSpec(node1.name, node2.name, a_intf=intf1, b_intf=intf2, a_mac=addr1, b_mac=addr2)
+    )
+    return ""
 
 
 def quietRun(cmd: Any, **kwargs: Any) -> str:

@@ -192,6 +192,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "sysctl": ("path",),
         "sysctl_add": ("path",),
         "mount": ("path",),
+        "hostintf": ("ifname", "index"),
     }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
 

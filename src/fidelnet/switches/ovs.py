@@ -194,7 +194,13 @@ class OvsDatapath:
         return {}
 
     def add_port(self, switch: Switch, intf: Interface) -> None:
-        self.ovs(switch).vsctl("--may-exist", "add-port", switch.name, intf.name)
+        # The OpenFlow port number is the link's port (s1-eth9 is port 9), as Mininet
+        # asks for it; OVS numbers ports in order otherwise.
+        request = [f"ofport_request={intf.port}"] if intf.port and intf.port > 0 else []
+        self.ovs(switch).vsctl(
+            "--may-exist", "add-port", switch.name, intf.name,
+            *(["--", "set", "Interface", intf.name, *request] if request else []),
+        )  # fmt: skip
 
     def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
         """A node that sends into an OVS port computes its own checksums: OVS's
