@@ -49,8 +49,10 @@ APT_RUST     := $(if $(filter debian-12,$(OS_RELEASE)),\
 APT_BENCH    := mininet bridge-utils
 # What tests run in nodes besides: BIRD 2 for the OSPF failover scenario (issue 15),
 # Open vSwitch for OVS switches (issue 16; each run starts its own daemons, the
-# package's service is never started).
-APT_TEST     := $(APT_BENCH) bird2 openvswitch-switch openvswitch-testcontroller
+# package's service is never started); for Mininet's examples: iptables (nat.py,
+# natnet.py), OpenSSH's server (sshd.py, baresshd.py; never started as a service).
+
+                iptables openssh-server
 HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
 APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -204,6 +205,23 @@ def check_linearbandwidth(code: int, out: str) -> None:
     assert all(0 < float(r) <= 100 for _, r in rows), rows
 
 
+def check_baresshd(code: int, out: str) -> None:
+    # sshd in h1, reached from the host's namespace over a link to a node there.
+    assert code == 0
+    assert "*** You may now ssh into h1 at 10.0.0.1" in out, out
+
+
+def check_sshd(code: int, out: str) -> None:
+    # sshd in every host; h2 reads h1's banner; the link to the host's namespace and
+    # its route go with the run.
+    assert code == 0
+    assert "*** Hosts are running sshd at the following addresses:" in out
+    assert "could not connect" not in out, out
+    assert "SSH-2.0-OpenSSH" in out, out
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "root-eth0" not in links
+
+
 # Extra arguments for an example's own command line.
 ARGS: dict[str, tuple[str, ...]] = {"simpleperf.py": ("testmode",)}
 
@@ -237,7 +255,17 @@ CASES = {
     "multipoll.py": ("", 60, check_multipoll),
     "intfoptions.py": ("", 120, check_intfoptions),
     "linearbandwidth.py": ("", 240, check_linearbandwidth),
+    "baresshd.py": ("", 60, check_baresshd),
+    "sshd.py": (
+        "h2 bash -c 'exec 3<>/dev/tcp/10.0.0.1/22; head -c 15 <&3; echo'\nexit\n",
+        60,
+        check_sshd,
+    ),
 }
+
+# sshd needs its privilege-separation directory, which its service makes when it
+# starts; `make test` installs openssh-server without starting it.
+NEEDS_SSHD_DIR = {"baresshd.py", "sshd.py"}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -245,7 +273,15 @@ def test_example(name: str) -> None:
     if not (EXAMPLES / name).is_file():
         pytest.skip(f"{EXAMPLES / name} is not installed")
     stdin, timeout, check = CASES[name]
-    code, out, runs, took = run_example(name, stdin, timeout, ARGS.get(name, ()))
+    made = None
+    if name in NEEDS_SSHD_DIR and not os.path.isdir("/run/sshd"):
+        made = "/run/sshd"
+        os.makedirs(made, mode=0o755)
+    try:
+        code, out, runs, took = run_example(name, stdin, timeout, ARGS.get(name, ()))
+    finally:
+        if made:
+            os.rmdir(made)
     print(f"{name}: exit {code} in {took:.1f} s, runs {runs}")
     try:
         check(code, out)
