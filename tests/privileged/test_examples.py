@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -222,11 +223,48 @@ def check_sshd(code: int, out: str) -> None:
     assert "root-eth0" not in links
 
 
+def _gateway() -> str:
+    """The host's default gateway: beyond the host, so a reply proves masquerading."""
+    out = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True)
+    m = re.search(r"via (\d+\.\d+\.\d+\.\d+)", out.stdout)
+    if not m:
+        pytest.fail("this machine has no IPv4 default route to reach through nat0")
+    return m.group(1)
+
+
+def _firewall() -> str:
+    return (
+        "".join(
+            subprocess.run(["iptables", "-w", "-t", t, "-S"], capture_output=True, text=True).stdout
+            for t in ("filter", "nat")
+        )
+        + Path("/proc/sys/net/ipv4/ip_forward").read_text()
+    )
+
+
+def check_nat(code: int, out: str) -> None:
+    # h1 reaches the host's gateway through nat0 (forwarding and MASQUERADE in the
+    # host's namespace); the rules were the run's and went with it.
+    assert code == 0
+    assert "*** Hosts are running and should have internet connectivity" in out
+    assert "1 packets transmitted, 1 received" in out, out
+    assert "-A POSTROUTING -s 10.0.0.0/8 ! -d 10.0.0.0/8 -j MASQUERADE" in out, out
+
+
+def check_natnet(code: int, out: str) -> None:
+    # h1 and h2, each behind its own NAT (in a namespace), reach h0; h2's private
+    # address is not reachable from h1.
+    assert code == 0
+    replies = re.findall(r"1 packets transmitted, (\d) received", out)
+    assert replies == ["1", "1", "0"], out
+
+
 # Extra arguments for an example's own command line.
 ARGS: dict[str, tuple[str, ...]] = {"simpleperf.py": ("testmode",)}
 
 
-CASES = {
+Stdin = str | Callable[[], str]
+CASES: dict[str, tuple[Stdin, float, Callable[[int, str], None]]] = {
     "emptynet.py": ("pingall\nexit\n", 60, check_emptynet),
     "multiping.py": ("", 90, check_multiping),
     "popen.py": ("", 60, check_popen),
@@ -256,6 +294,16 @@ CASES = {
     "intfoptions.py": ("", 120, check_intfoptions),
     "linearbandwidth.py": ("", 240, check_linearbandwidth),
     "baresshd.py": ("", 60, check_baresshd),
+    "nat.py": (
+        lambda: f"h1 ping -c1 -W2 {_gateway()}\nsh iptables -w -t nat -S\nexit\n",
+        60,
+        check_nat,
+    ),
+    "natnet.py": (
+        "h1 ping -c1 -W2 10.0.0.1\nh2 ping -c1 -W2 10.0.0.1\nh1 ping -c1 -W2 192.168.2.100\nexit\n",
+        60,
+        check_natnet,
+    ),
     "sshd.py": (
         "h2 bash -c 'exec 3<>/dev/tcp/10.0.0.1/22; head -c 15 <&3; echo'\nexit\n",
         60,
@@ -273,12 +321,14 @@ def test_example(name: str) -> None:
     if not (EXAMPLES / name).is_file():
         pytest.skip(f"{EXAMPLES / name} is not installed")
     stdin, timeout, check = CASES[name]
+    text = stdin() if callable(stdin) else stdin
+    firewall = _firewall()
     made = None
     if name in NEEDS_SSHD_DIR and not os.path.isdir("/run/sshd"):
         made = "/run/sshd"
         os.makedirs(made, mode=0o755)
     try:
-        code, out, runs, took = run_example(name, stdin, timeout, ARGS.get(name, ()))
+        code, out, runs, took = run_example(name, text, timeout, ARGS.get(name, ()))
     finally:
         if made:
             os.rmdir(made)
@@ -289,3 +339,4 @@ def test_example(name: str) -> None:
         raise AssertionError(f"{name} (exit {code}):\n{out[-4000:]}") from exc
     assert runs, out  # it did open a network
     assert_no_trace(runs)
+    assert _firewall() == firewall  # NAT rules and ip_forward as they were

@@ -26,7 +26,7 @@ from fidelnet.compat._netrun import NetRunning
 from fidelnet.compat._nettests import NetTests
 from fidelnet.compat.link import Intf, Link
 from fidelnet.compat.log import error, info
-from fidelnet.compat.node import Controller, DefaultController, Host, OVSKernelSwitch
+from fidelnet.compat.node import Controller, DefaultController, Host, Node, OVSKernelSwitch
 from fidelnet.compat.nodelib import NAT
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
 from fidelnet.errors import UnknownNodeError, ValidationError
@@ -161,7 +161,21 @@ class Mininet(NetRunning, NetTests):
     def addNAT(
         self, name: str = "nat0", connect: Any = True, inNamespace: bool = False, **params: Any
     ) -> Any:
-        return self.addHost(name, cls=NAT, inNamespace=inNamespace, subnet=self.ipBase, **params)
+        """A NAT node (in the host's namespace by default) linked to ``connect`` (the
+        first switch when True); every host in a namespace routes through it by
+        default (:class:`fidelnet.compat.nodelib.NAT`)."""
+        nat = self.addHost(name, cls=NAT, inNamespace=inNamespace, subnet=self.ipBase, **params)
+        if connect:
+            if not isinstance(connect, Node):
+                if not self.switches:
+                    raise ValidationError("addNAT.connect", "the network has no switch", connect)
+                connect = self.switches[0]
+            self.addLink(nat, connect)
+            nat_ip = str(nat.params["ip"]).split("/")[0]
+            for host in self.hosts:
+                if host.inNamespace:
+                    host.setDefaultRoute(f"via {nat_ip}")
+        return nat
 
     def addLink(
         self,

@@ -193,6 +193,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "sysctl_add": ("path",),
         "mount": ("path",),
         "hostintf": ("ifname", "index"),
+        "iptables": ("id",),
     }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
 
