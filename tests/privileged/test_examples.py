@@ -319,7 +319,7 @@ NEEDS_SSHD_DIR = {"baresshd.py", "sshd.py"}
 @pytest.mark.parametrize("name", list(CASES))
 def test_example(name: str) -> None:
     if not (EXAMPLES / name).is_file():
-        pytest.skip(f"{EXAMPLES / name} is not installed")
+        pytest.fail(f"{EXAMPLES / name} is not installed: make test installs Debian's mininet")
     stdin, timeout, check = CASES[name]
     text = stdin() if callable(stdin) else stdin
     firewall = _firewall()
@@ -340,3 +340,37 @@ def test_example(name: str) -> None:
     assert runs, out  # it did open a network
     assert_no_trace(runs)
     assert _firewall() == firewall  # NAT rules and ip_forward as they were
+
+
+HAS_8021Q = os.path.isdir("/sys/module/8021q")
+
+
+@pytest.mark.skipif(not HAS_8021Q, reason="this kernel has no 8021q module (VLAN interfaces)")
+def test_vlanhost() -> None:
+    # VLANHost makes h1-eth0.1000 with vconfig: needs the kernel's 8021q and Debian's
+    # vlan package; h1 reaches h2 over VLAN 1000.
+    code, out, runs, _ = run_example("vlanhost.py", "pingall\nexit\n", 60)
+    assert code == 0 and "*** Results: 0% dropped" in out, out
+    assert_no_trace(runs)
+
+
+@pytest.mark.parametrize("name", ["cluster.py", "clusterSanity.py", "clusterdemo.py"])
+def test_cluster_edition_is_refused_clearly(name: str) -> None:
+    code, out, runs, _ = run_example(name, "", 30)
+    assert code != 0
+    assert "Mininet's cluster edition (nodes on other machines over ssh) is not supported" in out
+    assert "Traceback" not in out, out
+    assert not runs  # refused before any network exists
+
+
+def test_examples_run_with_the_compat_path_too() -> None:
+    """`PYTHONPATH=$(fidelnet compat-path) python3 example.py`: the same shim, no
+    `fidelnet mn`."""
+    from fidelnet.compat import shim_path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    argv = ["env", f"PYTHONPATH={shim_path()}:{src}", sys.executable]
+    code, out = run_to_end(
+        [*argv, str(EXAMPLES / "controllers2.py")], "exit\n", 60, "controllers2.py"
+    )
+    assert code == 0 and "*** Results: 0% dropped (12/12 received)" in out, out

@@ -80,6 +80,9 @@ class OvsDatapath:
         self._relays: dict[str, Relay] = {}
         self._assigned: dict[str, tuple[str, ...]] = {}  # switch -> controller names
         self._fabric: str | None = None
+        self._unsynced = False  # ports added without waiting for ovs-vswitchd
+        self._synced = False  # the build's ports were waited for once
+        self._syncs = 0
 
     def ovs(self, switch: Switch) -> OvsDaemons:
         """The run's OVS daemons, started on first use in the switch's namespace."""
@@ -156,6 +159,7 @@ class OvsDatapath:
     def set_controllers(self, switch: Switch, names: tuple[str, ...]) -> None:
         """Connect ``switch`` to exactly these controllers from now on (Mininet's
         ``switch.start(controllers)``)."""
+        self.sync()
         self._assigned[switch.name] = tuple(names)
         targets = self.targets(switch)
         ovs = self.ovs(switch)
@@ -197,10 +201,27 @@ class OvsDatapath:
         # The OpenFlow port number is the link's port (s1-eth9 is port 9), as Mininet
         # asks for it; OVS numbers ports in order otherwise.
         request = [f"ofport_request={intf.port}"] if intf.port and intf.port > 0 else []
+        # While the network is being built (until the first sync), ovs-vsctl does not
+        # wait for ovs-vswitchd to apply each port (100-200 ms each once a bridge has
+        # hundreds); waits(), asked of every switch once the network is built, waits
+        # once for all of them. Ports added later are waited for one by one.
+        building = not self._synced
         self.ovs(switch).vsctl(
+            *(["--no-wait"] if building else []),
             "--may-exist", "add-port", switch.name, intf.name,
             *(["--", "set", "Interface", intf.name, *request] if request else []),
         )  # fmt: skip
+        self._unsynced |= building
+
+    def sync(self) -> None:
+        """Wait until ``ovs-vswitchd`` has applied every change made so far."""
+        if self._unsynced and self.daemons is not None:
+            self._syncs += 1  # a change ovs-vsctl waits for ovs-vswitchd to apply
+            self.daemons.vsctl(
+                "set", "Open_vSwitch", ".", f"external_ids:fidelnet-sync={self._syncs}"
+            )
+        self._unsynced = False
+        self._synced = True
 
     def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
         """A node that sends into an OVS port computes its own checksums: OVS's
@@ -231,12 +252,16 @@ class OvsDatapath:
         self._up[switch.name] = up
 
     def waits(self, switch: Switch) -> bool:
-        """Whether ``switch`` may not forward at once: STP, or a controller to reach."""
+        """Whether ``switch`` may not forward at once: STP, or a controller to reach.
+        (Asked of every switch once the network is built: the ports added without
+        waiting are waited for here.)"""
+        self.sync()
         return switch.spec.stp or bool(self.controllers_of(switch))
 
     def forwarding(self, switch: Switch) -> bool:
         if self.daemons is None:
             return True
+        self.sync()
         wanted = {self.target(switch, c) for c in self.controllers_of(switch)}
         if wanted:
             conn = self.daemons.controller_connections()
