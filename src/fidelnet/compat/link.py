@@ -179,8 +179,9 @@ class Link(_CoreLink):
         return f"{node.name}-eth{n}"
 
     def delete(self) -> None:
+        stopping = _context.is_stopping(self.intf1.node.net) if self.intf1.node else False
         for intf in (self.intf1, self.intf2):
-            if intf.node is not None:
+            if intf.node is not None and not stopping:
                 intf.node.port_removed(intf)  # a switch sends nothing to it from here on
         self.driver.remove()
         self.intf1.delete()

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["OvsDatapath"]
 
 
+REF_MAX_SWITCHES = 16  # ovs-testcontroller's MAX_SWITCHES
+REF_EXTRA_PORTS = 16653  # where a ref controller's further processes listen, upwards
+
+
 def _loopback(ip: str | None) -> bool:
     return ip is None or ipaddress.ip_address(ip).is_loopback
 
@@ -76,7 +80,9 @@ class OvsDatapath:
         self._gone = gone
         self.daemons: OvsDaemons | None = None
         self._up: dict[str, bool] = {}
-        self._targets: dict[str, str] = {}  # controller name -> the bridge's target
+        self._targets: dict[str, str] = {}  # remote controller name -> its relay's target
+        self._switch_targets: dict[tuple[str, str], str] = {}  # (controller, switch)
+        self._ref_shards: dict[str, list[list[int]]] = {}  # ref name -> [[port, switches]]
         self._relays: dict[str, Relay] = {}
         self._assigned: dict[str, tuple[str, ...]] = {}  # switch -> controller names
         self._fabric: str | None = None
@@ -96,14 +102,16 @@ class OvsDatapath:
     # -- controllers --------------------------------------------------------------
 
     def target(self, switch: Switch, c: ControllerSpec) -> str:
-        """The bridge target (``tcp:127.0.0.1:PORT`` in the fabric) that reaches
-        controller ``c``, starting it (``ref``) or its relay (``remote``) on first use."""
-        if c.name in self._targets:
-            return self._targets[c.name]
-        ovs = self.ovs(switch)
+        """The bridge target (``tcp:127.0.0.1:PORT`` in the fabric) by which ``switch``
+        reaches controller ``c``, starting it (``ref``) or its relay (``remote``) on
+        first use."""
+        key = (c.name, switch.name)
+        if key in self._switch_targets:
+            return self._switch_targets[key]
         if c.kind == "ref":
-            ovs.start_controller(c.name, c.port, ref_protocols(switch))
-            port = c.port
+            target = self._ref_target(switch, c)
+        elif c.name in self._targets:
+            target = self._targets[c.name]
         else:
             same = [
                 r
@@ -111,19 +119,45 @@ class OvsDatapath:
                 if r.kind == "ref" and r.port == c.port and r.name != c.name
             ]
             if same and _loopback(c.ip) and c.node is None and c.netns is None:
-                return self._targets.setdefault(c.name, self.target(switch, same[0]))
-            port = self._relay(switch, c)
-        self._targets[c.name] = f"tcp:127.0.0.1:{port}"
-        return self._targets[c.name]
+                target = self.target(switch, same[0])
+            else:
+                self.ovs(switch)
+                target = self._targets[c.name] = f"tcp:127.0.0.1:{self._relay(switch, c)}"
+        self._switch_targets[key] = target
+        return target
+
+    def _ref_target(self, switch: Switch, c: ControllerSpec) -> str:
+        """Open vSwitch's test controller serves at most 16 switches (its
+        MAX_SWITCHES): a ``ref`` controller is as many processes as its switches need,
+        the first on ``c.port``, each a learning switch per switch as one would be.
+        (Mininet's runs one, and tree1024.py's switches past the 16th never
+        connect.)"""
+        shards = self._ref_shards.setdefault(c.name, [])
+        if not shards or shards[-1][1] >= REF_MAX_SWITCHES:
+            port = c.port if not shards else self._free_port(switch)
+            name = c.name if not shards else f"{c.name}.{len(shards)}"
+            self.ovs(switch).start_controller(name, port, ref_protocols(switch))
+            shards.append([port, 0])
+        shards[-1][1] += 1
+        return f"tcp:127.0.0.1:{shards[-1][0]}"
+
+    def _taken_ports(self, switch: Switch) -> set[int]:
+        taken = {int(t.rsplit(":", 1)[1]) for t in self._targets.values()}
+        taken |= {port for shards in self._ref_shards.values() for port, _ in shards}
+        return taken | {r.port for r in switch.net.spec.controllers if r.kind == "ref"}
+
+    def _free_port(self, switch: Switch) -> int:
+        """A port of the fabric's loopback no controller or relay of the run uses
+        (the fabric is the run's own namespace: nothing else listens there)."""
+        taken = self._taken_ports(switch)
+        return next(p for p in range(REF_EXTRA_PORTS, 65536) if p not in taken)
 
     def _relay(self, switch: Switch, c: ControllerSpec) -> int:
         target_ns = c.netns
         if c.node is not None:
             node = switch.net.nodes[c.node]
             target_ns = ns.path_of(node.netns) if node.netns else None
-        taken = {int(t.rsplit(":", 1)[1]) for t in self._targets.values()} | {
-            r.port for r in switch.net.spec.controllers if r.kind == "ref"
-        }
+        taken = self._taken_ports(switch)
         last: KernelError | None = None
         for port in ([c.port] if c.port not in taken else []) + [0]:
             relay = Relay(
@@ -284,6 +318,8 @@ class OvsDatapath:
             relay.stop()
         self._relays.clear()
         self._targets.clear()
+        self._switch_targets.clear()
+        self._ref_shards.clear()
         if self.daemons is not None:
             self.daemons.stop()
             self.daemons = None
