@@ -241,7 +241,12 @@ class Node(_core.Node):
         timeout = kwargs.pop("timeout", None)
         kwargs.update(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         proc = self.popen(*args, **kwargs)
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never left running past the caller's timeout
+            proc.communicate()
+            raise
         return decode(out or b""), decode(err or b""), proc.returncode
 
     # -- interfaces ----------------------------------------------------------------------
