@@ -266,7 +266,10 @@ class _OpenFlowSwitch(Switch):
         return any(conn.get((self.name, t), False) for t in targets)
 
     def fn_daemons(self) -> Any:
-        return self.forwards_by().ovs(self)  # type: ignore[attr-defined]
+        """The run's OVS daemons, with every change of the build applied."""
+        datapath: Any = self.forwards_by()
+        datapath.sync()
+        return datapath.ovs(self)
 
     def vsctl(self, *args: Any, **kwargs: Any) -> str:
         """``ovs-vsctl ARGS`` on the run's Open vSwitch."""
@@ -282,6 +285,7 @@ class _OpenFlowSwitch(Switch):
         """``ovs-ofctl CMD SWITCH ARGS`` (Mininet's ``dpctl``)."""
         if not self.fn_ovs or not args:
             return super().dpctl(*args)
+        self.fn_daemons()
         return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
 
     def attach(self, intf: Any) -> None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["OvsDatapath"]
 
 
+_BATCH = 2000  # ovs-vsctl commands per transaction when a build is synced
 REF_MAX_SWITCHES = 16  # ovs-testcontroller's MAX_SWITCHES
 REF_EXTRA_PORTS = 16653  # where a ref controller's further processes listen, upwards
 
@@ -86,9 +87,8 @@ class OvsDatapath:
         self._relays: dict[str, Relay] = {}
         self._assigned: dict[str, tuple[str, ...]] = {}  # switch -> controller names
         self._fabric: str | None = None
-        self._unsynced = False  # ports added without waiting for ovs-vswitchd
-        self._synced = False  # the build's ports were waited for once
-        self._syncs = 0
+        self._pending: list[list[str]] = []  # ovs-vsctl commands the build gathered
+        self._synced = False  # the build's commands were run (see _run)
 
     def ovs(self, switch: Switch) -> OvsDaemons:
         """The run's OVS daemons, started on first use in the switch's namespace."""
@@ -196,11 +196,11 @@ class OvsDatapath:
         self.sync()
         self._assigned[switch.name] = tuple(names)
         targets = self.targets(switch)
-        ovs = self.ovs(switch)
+        self.ovs(switch)
         if targets:
-            ovs.vsctl("set-controller", switch.name, *targets)
+            self._run(["set-controller", switch.name, *targets])
         else:
-            ovs.vsctl("del-controller", switch.name)
+            self._run(["del-controller", switch.name])
 
     def add_switch(self, switch: Switch) -> None:
         ovs = self.ovs(switch)
@@ -216,16 +216,29 @@ class OvsDatapath:
         if of.dpid:
             dpid = of.dpid.replace(":", "").rjust(16, "0").lower()
             extra.append(f"other_config:datapath-id={dpid}")
-        ovs.vsctl(
-            "--", "add-br", name,
-            "--", "set", "bridge", name, f"datapath_type={ovs.datapath_type}",
-            f"fail_mode={fail_mode}",
-            f"stp_enable={'true' if switch.spec.stp else 'false'}",
-            *extra,
+        self._run(
+            ["add-br", name],
+            ["set", "bridge", name, f"datapath_type={ovs.datapath_type}",
+             f"fail_mode={fail_mode}", f"stp_enable={'true' if switch.spec.stp else 'false'}",
+             *extra],
+            *([["set-controller", name, *targets]] if targets else []),
         )  # fmt: skip
-        if targets:
-            ovs.vsctl("set-controller", name, *targets)
         self._up[name] = True
+
+    def _run(self, *commands: list[str]) -> None:
+        """Run ``ovs-vsctl`` commands: while the network is being built (until the
+        first :meth:`sync`), gathered and run later as one transaction, for which
+        ``ovs-vswitchd`` reconfigures once (each ``ovs-vsctl`` that waits costs a
+        reconfiguration of every bridge: 100 switches took 10 s one by one);
+        afterwards at once, waiting until ``ovs-vswitchd`` has applied them."""
+        if not self._synced:
+            self._pending.extend(commands)
+            return
+        assert self.daemons is not None
+        argv: list[str] = []
+        for cmd in commands:
+            argv += ["--", *cmd]
+        self.daemons.vsctl(*argv)
 
     def port_attrs(self, switch: Switch) -> dict[str, Any]:
         del switch
@@ -235,27 +248,25 @@ class OvsDatapath:
         # The OpenFlow port number is the link's port (s1-eth9 is port 9), as Mininet
         # asks for it; OVS numbers ports in order otherwise.
         request = [f"ofport_request={intf.port}"] if intf.port and intf.port > 0 else []
-        # While the network is being built (until the first sync), ovs-vsctl does not
-        # wait for ovs-vswitchd to apply each port (100-200 ms each once a bridge has
-        # hundreds); waits(), asked of every switch once the network is built, waits
-        # once for all of them. Ports added later are waited for one by one.
-        building = not self._synced
-        self.ovs(switch).vsctl(
-            *(["--no-wait"] if building else []),
-            "--may-exist", "add-port", switch.name, intf.name,
-            *(["--", "set", "Interface", intf.name, *request] if request else []),
-        )  # fmt: skip
-        self._unsynced |= building
+        self.ovs(switch)
+        self._run(
+            ["--may-exist", "add-port", switch.name, intf.name],
+            *([["set", "Interface", intf.name, *request]] if request else []),
+        )
 
     def sync(self) -> None:
-        """Wait until ``ovs-vswitchd`` has applied every change made so far."""
-        if self._unsynced and self.daemons is not None:
-            self._syncs += 1  # a change ovs-vsctl waits for ovs-vswitchd to apply
-            self.daemons.vsctl(
-                "set", "Open_vSwitch", ".", f"external_ids:fidelnet-sync={self._syncs}"
-            )
-        self._unsynced = False
+        """Run what the build gathered, in transactions of at most ``_BATCH``
+        commands, and wait until ``ovs-vswitchd`` has applied them; from then on every
+        change is made at once."""
+        pending, self._pending = self._pending, []
         self._synced = True
+        if not pending or self.daemons is None:
+            return
+        for i in range(0, len(pending), _BATCH):
+            argv: list[str] = []
+            for cmd in pending[i : i + _BATCH]:
+                argv += ["--", *cmd]
+            self.daemons.vsctl(*argv)
 
     def link_added(self, switch: Switch, intf: Interface, peer: Interface) -> None:
         """A node that sends into an OVS port computes its own checksums: OVS's
@@ -274,7 +285,7 @@ class OvsDatapath:
 
     def remove_port(self, switch: Switch, intf: Interface) -> None:
         if self.daemons is not None:
-            self.daemons.vsctl("--if-exists", "del-port", switch.name, intf.name)
+            self._run(["--if-exists", "del-port", switch.name, intf.name])
 
     def set_port_up(self, switch: Switch, intf: Interface, up: bool) -> None:
         del switch, intf, up  # OVS follows the port's carrier
@@ -321,5 +332,5 @@ class OvsDatapath:
         self._switch_targets.clear()
         self._ref_shards.clear()
         if self.daemons is not None:
-            self.daemons.stop()
+            self.daemons.stop(graceful=False)  # the fabric namespace goes next
             self.daemons = None
