@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import selectors
 import socket
 import threading
@@ -27,6 +28,8 @@ from fidelnet.errors import KernelError
 from fidelnet.kernel import ns
 
 __all__ = ["Relay"]
+
+log = logging.getLogger("fidelnet")
 
 CHUNK = 65536
 MAX_BUFFER = 4 * 1024 * 1024  # per direction; a side that does not read stops the other
@@ -150,8 +153,13 @@ class Relay:
                     self._accept()
                 elif isinstance(key.fileobj, socket.socket):
                     pipe = self._pipes.get(key.fileobj)
-                    if pipe is not None:
+                    if pipe is None:
+                        continue
+                    try:
                         self._serve(pipe, key.fileobj, events)
+                    except Exception:  # one connection's fault never stops the relay
+                        log.warning("%s: a relayed connection failed", self.name, exc_info=True)
+                        self._close(pipe)
 
     def _accept(self) -> None:
         assert self._listener is not None
