@@ -51,7 +51,7 @@ APT_BENCH    := mininet bridge-utils
 # Open vSwitch for OVS switches (issue 16; each run starts its own daemons, the
 # package's service is never started); for Mininet's examples: iptables (nat.py,
 # natnet.py), OpenSSH's server (sshd.py, baresshd.py; never started as a service).
-
+APT_TEST     := $(APT_BENCH) bird2 openvswitch-switch openvswitch-testcontroller \
                 iptables openssh-server
 HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
 APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
