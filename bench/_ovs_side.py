@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from functools import partial
+from pathlib import Path
 
 
 def _private_ovs() -> tuple[str, list[subprocess.Popen[bytes]]]:
@@ -72,7 +73,14 @@ def main() -> int:
 
     fidelnet = getattr(mininet, "FIDELNET", False)
     private = None
+    saved: dict[str, str] = {}
     if not fidelnet:
+        # Mininet() raises TCP buffer sizes and other limits for the whole machine,
+        # for good (fixLimits): kept here and written back at the end.
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src/fidelnet/bench"))
+        import peer_limits
+
+        saved = peer_limits.snapshot()
         private = _private_ovs()
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -117,6 +125,8 @@ def main() -> int:
                 p.terminate()
                 p.wait(10)
             shutil.rmtree(d, ignore_errors=True)
+        if saved:
+            peer_limits.restore(saved)
     print(json.dumps(out), flush=True)
     return 0
 

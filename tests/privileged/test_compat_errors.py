@@ -1,7 +1,8 @@
 """Mininet-layer mistakes answered as Mininet users expect (issue 14, item 3): an
 unknown node is still a KeyError, but one that names it and the nodes there are; a
 link to something that is not a node, or a link index that does not exist, is a
-ValidationError naming the field."""
+ValidationError naming the field. (Standalone OVS bridges: with a NullController, an
+OVSSwitch in fail mode secure forwards nothing, as under Mininet.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fidelnet.compat.net import Mininet
-from fidelnet.compat.node import NullController
+from fidelnet.compat.node import NullController, OVSBridge
 from fidelnet.compat.topo import SingleSwitchTopo
 from fidelnet.errors import FidelnetError, UnknownNodeError, ValidationError
 
@@ -22,7 +23,7 @@ pytestmark = [
 
 
 def test_unknown_nodes_links_and_indexes_are_named() -> None:
-    net = Mininet(topo=SingleSwitchTopo(2), controller=NullController)
+    net = Mininet(topo=SingleSwitchTopo(2), switch=OVSBridge, controller=NullController)
     net.start()
     try:
         for lookup in (
@@ -51,7 +52,7 @@ def test_tests_and_link_status_name_what_is_wrong(
 ) -> None:
     from fidelnet.compat.cli import CLI
 
-    net = Mininet(topo=SingleSwitchTopo(2), controller=NullController)
+    net = Mininet(topo=SingleSwitchTopo(2), switch=OVSBridge, controller=NullController)
     net.start()
     try:
         with pytest.raises(UnknownNodeError, match="no node 'h9'"):

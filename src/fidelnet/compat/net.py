@@ -370,6 +370,10 @@ class Mininet(NetRunning, NetTests):
             if self.topo:
                 self.buildFromTopo(self.topo)
             realize.fit_tables(self.fn_net)  # room for the hosts' neighbours (pingall)
+            for datapath in self.fn_net.datapaths.values():
+                sync = getattr(datapath, "sync", None)  # OVS: apply the build's commands
+                if sync is not None:
+                    sync()
             info("*** Configuring hosts\n")
             self.configHosts()
             for node in self.hosts + self.switches:
