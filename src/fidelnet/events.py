@@ -33,6 +33,7 @@ from fidelnet.retry import try_until
 from fidelnet.topology.spec import LinkParams
 
 if TYPE_CHECKING:
+    from fidelnet.links.drivers import StatePlan
     from fidelnet.links.link import Link
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
@@ -48,7 +49,10 @@ ACTIONS: tuple[str, ...] = (
 SIGNALS = ("TERM", "KILL", "INT", "HUP", "STOP", "CONT", "USR1", "USR2")
 _LINK_ACTIONS = ("down", "up", "flap", "set")
 _SPIN_S = 0.002
-_STAGE_S = 0.005  # a link coming up does what it can this much ahead
+RT_PRIORITY = 5
+"""SCHED_FIFO priority of the timeline's threads (below the link engine's 10), so
+that an event is not late behind ordinary processes on a busy machine; with
+SCHED_RESET_ON_FORK, the commands events run are ordinary processes."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,9 @@ class Happened:
     effective_ns: int = 0
     error: str | None = None
     output: str = ""
+    exact: bool = False
+    """The backend changed the path at the planned instant itself (an engine link
+    told ahead); ``late_s`` is then only the carrier's lateness."""
 
     @property
     def late_s(self) -> float:
@@ -141,6 +148,7 @@ class Happened:
             "late_s": self.late_s,
             "took_s": self.took_s,
             "error": self.error,
+            "exact": self.exact,
         }
 
 
@@ -239,6 +247,7 @@ class Timeline:
         self.t0_ns: int | None = None
         self._cancel = threading.Event()
         self._lock = threading.Lock()
+        self._open_plans: list[StatePlan] = []
         self._thread: threading.Thread | None = None
 
     def start(self, t0_ns: int | None = None) -> Timeline:
@@ -264,6 +273,13 @@ class Timeline:
         self._cancel.set()
         if self._thread is not None:
             self._thread.join()
+        with self._lock:
+            left, self._open_plans = self._open_plans, []
+        for plan in left:  # an engine link told ahead is told to forget
+            try:
+                plan.cancel()
+            except Exception as exc:
+                log.error("cancelling a planned link change: %s", exc)
 
     @property
     def last_at(self) -> float:
@@ -273,6 +289,7 @@ class Timeline:
         """The events without a condition, in order, on this thread; each event with
         one on a thread of its own that waits for it."""
         assert self.t0_ns is not None
+        _realtime_priority()
         waiting = [
             threading.Thread(target=self._after, args=(ev,), daemon=True)
             for ev in {id(s.event): s.event for s in self._steps if s.event.after}.values()
@@ -286,6 +303,7 @@ class Timeline:
     def _after(self, ev: Event) -> None:
         cond = ev.after
         assert cond is not None and self.t0_ns is not None
+        _realtime_priority()
         steps = [s for s in self._steps if s.event is ev]
         got = try_until(
             self.net,
@@ -311,26 +329,44 @@ class Timeline:
         self._play(steps, held, held)
 
     def _until(self, when_ns: int) -> bool:
-        """Sleep until 2 ms before ``when_ns``, spin the rest; False when cancelled."""
-        ahead = (when_ns - time.time_ns()) / 1e9 - _SPIN_S
-        if ahead > 0 and self._cancel.wait(ahead):
-            return False
+        """Wait until ``when_ns``; False when cancelled. At SCHED_FIFO the kernel's
+        timer wakes the thread on time ahead of ordinary processes: it sleeps to
+        the instant. Otherwise it sleeps until 2 ms before and spins the rest (a
+        spin at real-time priority would keep a demoted link engine off its core:
+        measured, packets waited 2 ms in its TAP)."""
+        while (left := when_ns - time.time_ns()) > 0:
+            spin = 0 if _realtime_thread() else round(_SPIN_S * 1e9)
+            if left <= spin:
+                break
+            if self._cancel.wait((left - spin) / 1e9):
+                return False
         while time.time_ns() < when_ns:
             if self._cancel.is_set():
                 return False
         return True
 
     def _play(self, steps: list[_Step], base_ns: int, condition_ns: int) -> None:
-        for step in steps:
-            planned = base_ns + round(step.at * 1e9)
-            finish = None
-            if step.what == "up" and step.link is not None:
-                # An engine link's interfaces come up ahead; the engine restores the
-                # path at the planned instant, with one message (docs/events.md).
-                if not self._until(planned - round(_STAGE_S * 1e9)):
+        """Run ``steps`` at ``base_ns`` + their times. Links going down or up are
+        planned first, all at once: an engine link is told now and cuts or restores
+        the path at the instant itself (docs/events.md)."""
+        plans: dict[int, StatePlan] = {}
+        failed: dict[int, str] = {}
+        for i, step in enumerate(steps):
+            if step.link is not None and step.what in ("down", "up"):
+                try:
+                    plans[i] = step.link.plan_state(step.what == "up", self._planned(step, base_ns))
+                except Exception as exc:  # recorded when its time comes
+                    failed[i] = str(exc) or type(exc).__name__
+        with self._lock:
+            self._open_plans.extend(plans.values())
+        for i, step in enumerate(steps):
+            planned = self._planned(step, base_ns)
+            plan = plans.get(i)
+            if plan is not None and plan.ahead is not None:
+                if not self._until(planned - round(plan.lead_s * 1e9)):
                     return
                 try:
-                    finish = step.link.stage_up()
+                    plan.ahead()
                 except Exception as exc:
                     log.error("event %s: %s", step.name, exc)
             if not self._until(planned):
@@ -338,8 +374,12 @@ class Timeline:
             rec = Happened(step.name, step.what, step.event.target, planned, condition_ns)
             rec.started_ns = time.time_ns()
             try:
-                if finish is not None:
-                    rec.effective_ns = finish()
+                if i in failed:
+                    raise FidelnetError(failed[i])
+                if plan is not None:
+                    with self._lock:
+                        self._open_plans.remove(plan)
+                    rec.effective_ns, rec.exact = plan.now(), plan.exact
                 else:
                     rec.output, rec.effective_ns = self._do(step)
             except Exception as exc:  # recorded: the run goes on and says so
@@ -349,16 +389,16 @@ class Timeline:
             with self._lock:
                 self.happened.append(rec)
 
+    @staticmethod
+    def _planned(step: _Step, base_ns: int) -> int:
+        return base_ns + round(step.at * 1e9)
+
     def _do(self, step: _Step) -> tuple[str, int]:
         """Do one step; returns a command's output and, for a link going down or up,
         when its path changed."""
         ev = step.event
         if step.link is not None:
-            if step.what == "down":
-                return "", step.link.down()
-            if step.what == "up":
-                return "", step.link.up()
-            assert ev.params is not None
+            assert ev.params is not None  # down and up are planned (_play)
             new = {d: step.link.params(d).merged(ev.params) for d in ("ab", "ba")}
             step.link.configure(new["ab"], new["ba"])
             return "", 0
@@ -374,6 +414,24 @@ class Timeline:
         if rc != 0:
             raise FidelnetError(f"{' '.join(ev.argv)} exited {rc}: {(err or out).strip()[-300:]}")
         return out, 0
+
+
+_rt = threading.local()
+
+
+def _realtime_priority() -> None:
+    """This thread at SCHED_FIFO :data:`RT_PRIORITY`, its children reset to the
+    normal policy; left as it is where the kernel refuses (not root)."""
+    policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(RT_PRIORITY))
+        _rt.on = True
+    except (OSError, AttributeError) as exc:
+        log.debug("events stay at normal priority: %s", exc)
+
+
+def _realtime_thread() -> bool:
+    return bool(getattr(_rt, "on", False))
 
 
 def _signal(node: Node, pidfile: str, name: str) -> str:

@@ -45,6 +45,8 @@ use crate::rng::{Rng, Stream};
 use crate::stats::{DirectionStats, Recorder};
 use crate::trace::{TraceLink, OPPORTUNITY_BYTES};
 
+mod state;
+
 /// A packet leaving a [`Direction`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Departure {
@@ -117,6 +119,9 @@ pub struct Direction {
     /// finish, packets, bytes. Those of its packets that would not yet
     /// have started on a real wire still count as waiting in the queue.
     chunk_on_wire: Option<(u64, u64, u32, u64)>,
+    /// State changes planned for set instants, earliest first
+    /// ([`set_up_at`](Self::set_up_at)).
+    pending_state: Vec<(u64, bool)>,
 }
 
 impl Direction {
@@ -146,6 +151,7 @@ impl Direction {
             stats: Recorder::default(),
             prefix: 0,
             chunk_on_wire: None,
+            pending_state: Vec::new(),
             params,
         })
     }
@@ -196,32 +202,6 @@ impl Direction {
     /// The current parameters.
     pub fn params(&self) -> &DirectionParams {
         &self.params
-    }
-
-    /// Bring the link down or up at `now`.
-    ///
-    /// Down: arrivals are dropped (cause down), and everything queued or in
-    /// flight (on the wire or in the delay line) is dropped (cause down).
-    /// Packets scheduled to depart at or before `now` had already left and
-    /// are still returned by [`poll`](Self::poll). Up again: normal
-    /// operation, with an idle link; a trace keeps its clock.
-    pub fn set_up(&mut self, now: u64, up: bool) {
-        let now = self.clock(now);
-        self.advance(now);
-        if self.up && !up {
-            self.stats.drops.down +=
-                self.queue.clear() + self.line.drop_after(now, |p| u64::from(p.packets));
-            if let Link::Rate(r) = &mut self.link {
-                r.abort(now);
-            }
-            self.chunk_on_wire = None;
-        }
-        self.up = up;
-    }
-
-    /// Whether the link is up.
-    pub fn is_up(&self) -> bool {
-        self.up
     }
 
     /// Every packet pushed from now on starts with `prefix` bytes that belong
@@ -387,10 +367,14 @@ impl Direction {
             Link::Rate(r) => r.start_ns(head.arrival_ns),
             Link::Trace(t) => t.next_opportunity(head.arrival_ns),
         });
-        match (departure, start) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            departure,
+            start,
+            self.pending_state.first().map(|&(at, _)| at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The I/O layer reports how late a departure actually left (actual -
@@ -404,9 +388,17 @@ impl Direction {
         self.stats.snapshot(self.queue.len(), self.queue.bytes())
     }
 
-    /// `now`, made monotonic.
+    /// `now`, made monotonic; the planned state changes that `now` reaches are
+    /// applied first, each at its own instant.
     fn clock(&mut self, now: u64) -> u64 {
         self.now = self.now.max(now);
+        while let Some(&(at, up)) = self.pending_state.first() {
+            if at > self.now {
+                break;
+            }
+            self.pending_state.remove(0);
+            self.apply_state(at, up);
+        }
         self.now
     }
 

@@ -245,3 +245,5 @@ mod tests;
 mod tests_control;
 #[cfg(test)]
 mod tests_pool;
+#[cfg(test)]
+mod tests_state;

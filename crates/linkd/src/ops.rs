@@ -37,7 +37,7 @@ impl<O: Opener> Daemon<O> {
             request if self.pool.is_some() => self.pool.as_mut().expect("checked").route(request),
             Request::AddLink(req) => self.add_link(req),
             Request::SetLink(req) => self.set_link(req),
-            Request::SetState { link, up } => self.set_state(&link, up),
+            Request::SetState { link, up, at_ns } => self.set_state(&link, up, at_ns),
             Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
@@ -166,21 +166,38 @@ impl<O: Opener> Daemon<O> {
         Ok(Map::new())
     }
 
-    fn set_state(&mut self, name: &str, up: bool) -> Result<Map<String, Value>, String> {
+    fn set_state(
+        &mut self,
+        name: &str,
+        up: bool,
+        at_ns: Option<u64>,
+    ) -> Result<Map<String, Value>, String> {
         let id = self.lookup(name)?;
         let link = self.links.get_mut(&id).expect("names and links agree");
         let now = now_ns();
+        // A planned change is applied by link-core at its own instant, however
+        // late the loop wakes for it: an arrival stamped before it finds the old
+        // state, one stamped at or after it the new (docs/linkd.md).
+        let at = at_ns.filter(|&at| at > now);
         for st in &mut link.dirs {
-            st.dir.set_up(now, up);
+            match at {
+                Some(at) => st.dir.set_up_at(at, up),
+                None => st.dir.set_up(now, up),
+            }
         }
         for i in 0..2 {
             self.schedule(id, i);
         }
-        log!("link {name:?} {}", if up { "up" } else { "down" });
-        // The instant it took effect (CLOCK_MONOTONIC ns): the truth an outage
+        let what = if up { "up" } else { "down" };
+        match at {
+            Some(at) => log!("link {name:?} {what} in {} us", (at - now) / 1000),
+            None => log!("link {name:?} {what}"),
+        }
+        // The instant it takes effect (CLOCK_MONOTONIC ns): the truth an outage
         // measured from the packets is held against (docs/events.md).
         let mut out = Map::new();
-        out.insert("applied_ns".to_owned(), Value::from(now));
+        out.insert("applied_ns".to_owned(), Value::from(at.unwrap_or(now)));
+        out.insert("planned".to_owned(), Value::from(at.is_some()));
         Ok(out)
     }
 

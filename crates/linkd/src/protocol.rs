@@ -33,12 +33,14 @@ pub enum Request {
     AddLink(AddLink),
     /// Replace the parameters of one or both directions of a link.
     SetLink(SetLink),
-    /// Bring a link up or down.
+    /// Bring a link up or down, now or at a set instant.
     SetState {
         /// The link's name.
         link: String,
         /// The new state.
         up: bool,
+        /// When (CLOCK_MONOTONIC ns); `None` or past: now.
+        at_ns: Option<u64>,
     },
     /// Lead the traffic of two veth ends through the link's TAPs.
     Divert(Divert),
@@ -107,6 +109,8 @@ struct Empty {}
 struct SetStateBody {
     link: String,
     up: bool,
+    #[serde(default)]
+    at_ns: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +179,7 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
             Request::SetState {
                 link: b.link,
                 up: b.up,
+                at_ns: b.at_ns,
             }
         }
         "remove_link" => Request::RemoveLink {
@@ -261,7 +266,16 @@ mod tests {
             ok(r#"{"op":"set_state","link":"l1","up":false}"#),
             Request::SetState {
                 link: "l1".into(),
-                up: false
+                up: false,
+                at_ns: None
+            }
+        );
+        assert_eq!(
+            ok(r#"{"op":"set_state","link":"l1","up":true,"at_ns":5}"#),
+            Request::SetState {
+                link: "l1".into(),
+                up: true,
+                at_ns: Some(5)
             }
         );
         assert_eq!(

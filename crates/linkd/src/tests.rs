@@ -206,7 +206,11 @@ pub(crate) fn add(name: &str, a: &str, b: &str, ab: Value, ba: Value) -> Value {
 }
 
 /// Turn the loop until `peer` has a frame or `limit` passes.
-fn recv_through(d: &mut Daemon<FakeOpener>, peer: &UnixDatagram, limit: Duration) -> Vec<u8> {
+pub(crate) fn recv_through(
+    d: &mut Daemon<FakeOpener>,
+    peer: &UnixDatagram,
+    limit: Duration,
+) -> Vec<u8> {
     peer.set_nonblocking(true).unwrap();
     let start = Instant::now();
     let mut buf = vec![0u8; 70_000];

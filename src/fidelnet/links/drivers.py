@@ -10,9 +10,11 @@ one driver per backend.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError, UnsupportedError
@@ -27,7 +29,33 @@ from fidelnet.topology.spec import LinkParams
 if TYPE_CHECKING:
     from fidelnet.nodes.intf import Interface
 
-__all__ = ["EngineDriver", "LinkDriver", "TcDriver"]
+log = logging.getLogger(__name__)
+
+__all__ = ["EngineDriver", "LinkDriver", "StatePlan", "TcDriver"]
+
+_STAGE_S = 0.005
+"""An engine link's interfaces come up this long before the engine restores it."""
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class StatePlan:
+    """A link going down or up at an instant known ahead, ``at_ns``
+    (CLOCK_REALTIME). The timeline calls ``ahead`` ``lead_s`` seconds before the
+    instant (when it is not None), then ``now`` at the instant: it returns when
+    the path changed (CLOCK_REALTIME ns). ``cancel`` forgets what is not done yet.
+    ``exact``: the backend changes the path at ``at_ns`` itself, however late the
+    timeline calls ``now`` (an engine link: ``now`` only moves the carrier)."""
+
+    at_ns: int
+    now: Callable[[], int]
+    ahead: Callable[[], None] | None = None
+    lead_s: float = 0.0
+    cancel: Callable[[], None] = _nothing
+    exact: bool = False
 
 
 class LinkDriver:
@@ -59,18 +87,30 @@ class LinkDriver:
 
     def set_up(self, ends: tuple[Interface, Interface], up: bool) -> int:
         """Both ends down or up; returns when the path changed (CLOCK_REALTIME ns):
-        down, as the first end goes; up, once the second end is."""
+        down, as the first end goes; up, once the second end is.
+
+        Up, a switch's end comes up first: the end that comes up first has no
+        carrier until its peer is up, and a host that sends then (an ARP request
+        for the traffic it was sending) loses it and retries a second later
+        (measured: a 2 s flap of a host's link cost 2.97 s of traffic). Then the
+        kernel is made to apply both carriers at once (:func:`nic.sync_carrier`)
+        instead of on a later kernel worker."""
         at = time.time_ns()
-        for intf in ends:
+        order = sorted(ends, key=lambda i: i.node.kind != "switch") if up else ends
+        for intf in order:
             intf.set_up(up)
+        if up:
+            for intf in ends:
+                try:
+                    nic.sync_carrier(intf.node.netns, intf.name)
+                except KernelError as exc:
+                    log.debug("%s", exc)
         return time.time_ns() if up else at
 
-    def stage_up(self, ends: tuple[Interface, Interface]) -> Callable[[], int]:
-        """Bring the link up in two steps: what can be done ahead now, the rest when
-        the returned function is called (it returns when the path was whole again).
-        Here nothing can be done ahead; an engine link brings its interfaces up
-        ahead and is restored by one message to the engine."""
-        return lambda: self.set_up(ends, True)
+    def plan_state(self, ends: tuple[Interface, Interface], up: bool, at_ns: int) -> StatePlan:
+        """Plan the link going down or up at ``at_ns`` (CLOCK_REALTIME). Here nothing
+        can be done ahead: the timeline does it all at the instant."""
+        return StatePlan(at_ns, lambda: self.set_up(ends, up))
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         raise NotImplementedError
@@ -206,20 +246,34 @@ class EngineDriver(LinkDriver):
         in the engine's own instant, while the interfaces' carrier (what nodes and
         routing daemons see) follows within a millisecond (docs/events.md)."""
         if up:
-            return self.stage_up(ends)()
+            super().set_up(ends, True)  # carrier back; the engine still carries nothing
         sent = time.time_ns()
         applied = self.engine.set_state(self.name, up)
-        super().set_up(ends, up)
+        if not up:
+            super().set_up(ends, False)
         return _realtime(applied, sent)
 
-    def stage_up(self, ends: tuple[Interface, Interface]) -> Callable[[], int]:
-        super().set_up(ends, True)  # carrier back; the engine still carries nothing
+    def plan_state(self, ends: tuple[Interface, Interface], up: bool, at_ns: int) -> StatePlan:
+        """The engine is told now and changes the path at ``at_ns`` itself, to its
+        own clock's precision, whatever the timeline's delays; the carrier follows
+        at the instant (down) or comes up 5 ms ahead (up), as with :meth:`set_up`."""
+        offset = realtime_offset_ns()
+        applied, planned = self.engine.plan_state(self.name, up, at_ns - offset)
+        effective = at_ns if planned else applied + offset
 
-        def restore() -> int:
-            sent = time.time_ns()
-            return _realtime(self.engine.set_state(self.name, True), sent)
+        def now() -> int:
+            if not up:
+                LinkDriver.set_up(self, ends, False)
+            return effective
 
-        return restore
+        def ahead() -> None:
+            LinkDriver.set_up(self, ends, True)
+
+        def cancel() -> None:
+            # The state the carrier says: what the timeline has done so far.
+            self.engine.set_state(self.name, ends[0].is_up())
+
+        return StatePlan(at_ns, now, ahead if up else None, _STAGE_S, cancel, exact=planned)
 
     def stats(self, ends: tuple[Interface, Interface]) -> dict[str, Any]:
         del ends
@@ -241,9 +295,23 @@ class EngineDriver(LinkDriver):
             self.engine.remove_link(self.name)
 
 
+def realtime_offset_ns() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of three brackets (a
+    preemption between two clock reads would put milliseconds into it)."""
+    best: tuple[int, int] | None = None
+    for _ in range(3):
+        a = time.time_ns()
+        m = time.monotonic_ns()
+        b = time.time_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, (a + b) // 2 - m)
+    assert best is not None
+    return best[1]
+
+
 def _realtime(applied_mono_ns: int | None, fallback_ns: int) -> int:
     """The engine's CLOCK_MONOTONIC instant on CLOCK_REALTIME (``fallback_ns`` when
     the engine did not say)."""
     if applied_mono_ns is None:
         return fallback_ns
-    return applied_mono_ns + time.time_ns() - time.monotonic_ns()
+    return applied_mono_ns + realtime_offset_ns()

@@ -395,6 +395,18 @@ class LinkEngine:
         applied = self.request("set_state", link=name, up=up).get("applied_ns")
         return int(applied) if isinstance(applied, int) else None
 
+    def plan_state(self, name: str, up: bool, at_mono_ns: int) -> tuple[int, bool]:
+        """Bring a link down or up at ``at_mono_ns`` (CLOCK_MONOTONIC), exactly: the
+        engine applies it at that instant of its packets' clock however late its
+        loop wakes. Returns the instant it takes effect and whether it was planned
+        (False: the instant had passed when the engine got the request, and it took
+        effect then)."""
+        reply = self.request("set_state", link=name, up=up, at_ns=max(0, at_mono_ns))
+        applied = reply.get("applied_ns")
+        if not isinstance(applied, int):
+            raise LinkEngineError(f"linkd did not say when link {name} changes: {reply}")
+        return applied, reply.get("planned") is True
+
     def remove_link(self, name: str) -> None:
         self.request("remove_link", link=name)
         self._links -= 1

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import ValidationError
-from fidelnet.links.drivers import LinkDriver
+from fidelnet.links.drivers import LinkDriver, StatePlan
 from fidelnet.links.params import parse_params
 from fidelnet.topology.spec import LinkParams, LinkSpec
 from fidelnet.topology.validate import param_problems
@@ -116,11 +116,11 @@ class Link:
         """Bring the link up; returns when the path was whole again."""
         return self.driver.set_up((self.intf1, self.intf2), True)
 
-    def stage_up(self) -> Callable[[], int]:
-        """Bring the link up in two steps, for an instant known ahead: what can be
-        done early now (an engine link's interfaces), the rest by the returned
-        function, which returns when the path was whole again."""
-        return self.driver.stage_up((self.intf1, self.intf2))
+    def plan_state(self, up: bool, at_ns: int) -> StatePlan:
+        """Plan the link going down or up at ``at_ns`` (CLOCK_REALTIME), known ahead:
+        an engine link is told now and changes the path at that instant itself
+        (:class:`~fidelnet.links.drivers.StatePlan` says what is left to do when)."""
+        return self.driver.plan_state((self.intf1, self.intf2), up, at_ns)
 
     def schedule(self, steps: Iterable[Step], direction: str = "both") -> LinkSchedule:
         """Follow a timeline: ``(seconds from now, changes | "down" | "up")`` pairs."""

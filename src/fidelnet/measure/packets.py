@@ -202,8 +202,9 @@ def with_events(result: UdpResult, timeline: Timeline) -> UdpResult:
         rec: dict[str, object] = {}
         if h in breaking:
             later = [b.planned_ns for b in breaking if b.planned_ns > h.planned_ns]
-            got = outage.around(result, h.started_ns, min(later) if later else None)
-            at_s = (h.started_ns - t0) / 1e9
+            began = h.effective_ns if h.exact else h.started_ns
+            got = outage.around(result, began, min(later) if later else None)
+            at_s = (began - t0) / 1e9
             end_s = (max(o.end_ns for o in got.outages) - t0) / 1e9 if got.outages else None
             lat = outage.latency_around(result, at_s, end_s)
             rec = {
@@ -225,6 +226,7 @@ def with_events(result: UdpResult, timeline: Timeline) -> UdpResult:
                 late_s=h.late_s,
                 took_s=h.took_s,
                 effective_s=(h.effective_ns - t0) / 1e9 if h.effective_ns else None,
+                exact=h.exact,
                 error=h.error,
                 **rec,  # type: ignore[arg-type]
             )

@@ -166,6 +166,9 @@ class EventRecord(_Model):
     effective_s: float | None = None
     """When a link's path was actually cut or whole again, in seconds after the
     flow's first packet was due (an engine link's own instant)."""
+    exact: bool = False
+    """The backend changed the path at the planned instant itself (an engine link
+    told ahead): ``effective_s`` is ``at_s`` whatever ``late_s`` says."""
     error: str | None = None
     outage_s: float | None = None
     lost: int | None = None

@@ -154,7 +154,7 @@ def _udp(label: str, slug: str, rf: ResultFile, r: UdpResult, plot: Plots) -> li
                         ev.action,
                         ev.target,
                         f"{ev.at_s:g} s",
-                        fmt.ns(ev.late_s * 1e9),
+                        "0 (engine)" if ev.exact else fmt.ns(ev.late_s * 1e9),
                         "" if ev.outage_s is None else f"{ev.outage_s:.4f} s",
                         "" if ev.lost is None else fmt.count(ev.lost),
                         "" if ev.late_packets is None else fmt.count(ev.late_packets),
