@@ -42,9 +42,11 @@ __all__ = ["ACTIONS", "Event", "Happened", "Timeline", "find_link"]
 
 log = logging.getLogger(__name__)
 
-Action = Literal["down", "up", "flap", "set", "node_down", "node_up", "run", "signal"]
+Action = Literal[
+    "down", "up", "flap", "set", "node_down", "node_up", "run", "signal", "restart"
+]  # fmt: skip
 ACTIONS: tuple[str, ...] = (
-    "down", "up", "flap", "set", "node_down", "node_up", "run", "signal",
+    "down", "up", "flap", "set", "node_down", "node_up", "run", "signal", "restart",
 )  # fmt: skip
 SIGNALS = ("TERM", "KILL", "INT", "HUP", "STOP", "CONT", "USR1", "USR2")
 _LINK_ACTIONS = ("down", "up", "flap", "set")
@@ -77,8 +79,10 @@ class Event:
     ``timeout`` seconds); ``set`` applies ``params`` to both directions; ``flap``
     is down now and up ``duration`` seconds later; ``signal`` sends ``signal`` to the
     process whose pid is in ``pidfile``, which must live in ``node`` (fidelnet never
-    signals a process by name, nor one outside the node). With ``after``, ``at``
-    counts from the moment the condition held instead of from the start."""
+    signals a process by name, nor one outside the node); ``restart`` signals it
+    the same way, waits at most ``timeout`` seconds for it to exit (then sends
+    SIGKILL), and runs ``argv`` in ``node`` (which starts it again). With ``after``,
+    ``at`` counts from the moment the condition held instead of from the start."""
 
     at: float
     action: Action
@@ -176,7 +180,7 @@ def _node(net: Network, name: str | None, where: str) -> Node:
 class _Step:
     at: float
     event: Event
-    what: Literal["down", "up", "set", "node_down", "node_up", "run", "signal"]
+    what: Literal["down", "up", "set", "node_down", "node_up", "run", "signal", "restart"]
     name: str
     link: Link | None = None
     node: Node | None = None
@@ -211,12 +215,16 @@ def _steps(net: Network, events: Sequence[Event]) -> list[_Step]:
             steps.append(_Step(ev.at, ev, what, ev.key, link=link))
         else:
             node = _node(net, ev.node, f"{where}.node")
-            if ev.action == "run" and not ev.argv:
-                raise ValidationError(f"{where}.run", "run needs a command (argv list)", ev.argv)
-            if ev.action == "signal":
+            if ev.action in ("run", "restart") and not ev.argv:
+                raise ValidationError(
+                    f"{where}.run", f"{ev.action} needs a command (argv list)", ev.argv
+                )
+            if ev.action in ("signal", "restart"):
                 if not ev.pidfile or not ev.pidfile.startswith("/"):
                     raise ValidationError(
-                        f"{where}.pidfile", "signal needs an absolute pid file path", ev.pidfile
+                        f"{where}.pidfile",
+                        f"{ev.action} needs an absolute pid file path",
+                        ev.pidfile,
                     )
                 if ev.signal not in SIGNALS:
                     raise ValidationError(
@@ -410,10 +418,16 @@ class Timeline:
         if step.what == "signal":
             assert ev.pidfile is not None
             return _signal(step.node, ev.pidfile, ev.signal), 0
+        said = ""
+        if step.what == "restart":
+            assert ev.pidfile is not None
+            said = _stop(step.node, ev.pidfile, ev.signal, ev.timeout) + "; "
         out, err, rc = step.node.pexec(list(ev.argv), timeout=ev.timeout)
         if rc != 0:
-            raise FidelnetError(f"{' '.join(ev.argv)} exited {rc}: {(err or out).strip()[-300:]}")
-        return out, 0
+            raise FidelnetError(
+                f"{said}{' '.join(ev.argv)} exited {rc}: {(err or out).strip()[-300:]}"
+            )
+        return said + out, 0
 
 
 _rt = threading.local()
@@ -434,9 +448,9 @@ def _realtime_thread() -> bool:
     return bool(getattr(_rt, "on", False))
 
 
-def _signal(node: Node, pidfile: str, name: str) -> str:
-    """Send SIG``name`` to the pid written in ``pidfile``, once it is known to live in
-    ``node``'s network namespace (never a process elsewhere)."""
+def _pid_in(node: Node, pidfile: str) -> int:
+    """The pid written in ``pidfile``, once it is known to live in ``node``'s network
+    namespace (never a process elsewhere)."""
     try:
         with open(pidfile, encoding="ascii") as f:
             pid = int(f.read().split()[0])
@@ -451,8 +465,39 @@ def _signal(node: Node, pidfile: str, name: str) -> str:
         raise FidelnetError(f"process {pid} (from {pidfile}): {exc}") from exc
     if theirs != ours:
         raise FidelnetError(f"process {pid} (from {pidfile}) does not live in {node.name}")
+    return pid
+
+
+def _signal(node: Node, pidfile: str, name: str) -> str:
+    """Send SIG``name`` to the pid written in ``pidfile``, a process of ``node``."""
+    pid = _pid_in(node, pidfile)
     os.kill(pid, getattr(signal, f"SIG{name}"))
     return f"SIG{name} sent to {pid}"
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie counts: it runs no more)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _stop(node: Node, pidfile: str, name: str, timeout: float) -> str:
+    """Send SIG``name`` to ``node``'s process in ``pidfile`` and wait at most
+    ``timeout`` seconds for it to exit, then SIGKILL it; says what happened."""
+    pid = _pid_in(node, pidfile)
+    t0 = time.monotonic()
+    os.kill(pid, getattr(signal, f"SIG{name}"))
+    while not _gone(pid):
+        if time.monotonic() - t0 > timeout:
+            os.kill(pid, signal.SIGKILL)
+            while not _gone(pid) and time.monotonic() - t0 < timeout + 1.0:
+                time.sleep(0.005)
+            return f"SIG{name} sent to {pid}, still running after {timeout:g} s: SIGKILL sent"
+        time.sleep(0.005)
+    return f"SIG{name} sent to {pid}, exited after {time.monotonic() - t0:.3f} s"
 
 
 def shifted(events: Sequence[Event], by: float) -> list[Event]:

@@ -4,9 +4,11 @@ bad events refused before anything happens."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,45 @@ def test_an_event_after_a_condition_signals_a_process_of_the_node(tmp_path: Path
         finally:
             outsider.kill()
             outsider.wait()
+
+
+def test_a_restart_stops_the_process_and_starts_it_again(tmp_path: Path) -> None:
+    pidfile, stubborn_pid = tmp_path / "app.pid", tmp_path / "stubborn.pid"
+    start = ["sh", "-c", 'sleep 60 >/dev/null 2>&1 & echo $! > "$1"', "sh", str(pidfile)]
+    with Network(_spec(engine=False)) as net:
+        h2 = net["h2"]
+        first = h2.popen(["sh", "-c", f'echo $$ > "{pidfile}"; exec sleep 60'])
+        stubborn = h2.popen(
+            ["sh", "-c", f'trap "" TERM; echo $$ > "{stubborn_pid}"; while :; do sleep 0.05; done']
+        )
+        started: list[int] = []
+        try:
+            for f in (pidfile, stubborn_pid):
+                deadline = time.monotonic() + 5
+                while not f.exists() or not f.read_text().strip():
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+            events = [
+                Event(at=0.1, action="restart", node="h2", pidfile=str(pidfile),
+                      argv=tuple(start), name="restart-app"),
+                Event(at=0.1, action="restart", node="h2", pidfile=str(stubborn_pid),
+                      argv=("true",), timeout=0.3, name="restart-stubborn"),
+            ]  # fmt: skip
+            done = {h.name: h for h in Timeline(net, events).start().wait(timeout=10)}
+            app = done["restart-app"]
+            assert app.error is None, app.error
+            assert app.output.startswith(f"SIGTERM sent to {first.pid}, exited after")
+            assert first.wait(timeout=5) == -signal.SIGTERM
+            new = int(pidfile.read_text())
+            started.append(new)
+            assert new != first.pid and Path(f"/proc/{new}").exists()
+            assert os.stat(f"/proc/{new}/ns/net").st_ino == os.stat(h2.netns or "").st_ino
+            hard = done["restart-stubborn"]
+            assert hard.error is None and "still running after 0.3 s: SIGKILL sent" in hard.output
+            assert stubborn.wait(timeout=5) == -signal.SIGKILL
+        finally:
+            for pid in started:
+                os.kill(pid, signal.SIGKILL)
+            for p in (first, stubborn):
+                if p.poll() is None:
+                    p.kill()

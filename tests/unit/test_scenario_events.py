@@ -72,15 +72,21 @@ def test_events_and_an_outage_check_validate() -> None:
         ("      - {at: 1s, action: up, link: [h1, s1]}\n",
          "ev.yaml:13:18: traffic[0].events[0].action: the link is already up"),
         ("      - {at: 1s, action: run, node: h1}\n",
-         "ev.yaml:13:9: traffic[0].events[0].run: a run, and only a run, has a command"),
+         "ev.yaml:13:9: traffic[0].events[0].run: a run or restart, and only those, has a command"),
         ("      - {at: 1s, action: set, link: [h1, s1]}\n",
          "ev.yaml:13:9: traffic[0].events[0].params: a set, and only a set, has params"),
         ("      - {at: 1s, action: signal, node: h1, pidfile: run/x.pid}\n",
          "ev.yaml:13:44: traffic[0].events[0].pidfile: must be an absolute path"),
         ("      - {at: 1s, action: signal, node: h1}\n",
-         "ev.yaml:13:9: traffic[0].events[0].pidfile: a signal, and only a signal, has a pidfile"),
+         "ev.yaml:13:9: traffic[0].events[0].pidfile: a signal or restart, and only those, "
+         "has a pidfile"),
+        ("      - {at: 1s, action: restart, node: h1, run: [bird]}\n",
+         "ev.yaml:13:9: traffic[0].events[0].pidfile: a signal or restart, and only those, has"),
         ("      - {at: 1s, action: down, link: [h1, s1], after: {node: h1, run: [ip, a]}}\n",
-         "ev.yaml:13:48: traffic[0].events[0].after.wait: required field missing"),
+         "ev.yaml:13:48: traffic[0].events[0].after.wait: a condition needs a deadline"),
+        ("      - {at: 1s, action: down, link: [h1, s1], after: {check: up, node: h1}}\n",
+         "ev.yaml:13:67: traffic[0].events[0].after.node: comes from check 'up': give one or "
+         "the other (got 'h1')"),
         ("      - {at: 1s, action: down, link: [h1, s1],\n"
          "         after: {node: h7, run: [ip, a], wait: 5s}}\n",
          "ev.yaml:14:18: traffic[0].events[0].after.node: unknown node"),
@@ -117,3 +123,51 @@ def test_an_outage_check_needs_events_and_a_known_event() -> None:
     text = HEAD.replace("    events:\n", "") + "checks:\n  - {type: outage, traffic: load}\n"
     with pytest.raises(ScenarioError, match="'load' has no events to judge"):
         loads(text, "ev.yaml")
+
+
+CHECKS = """\
+  - {name: ospf-full, type: command, node: h1, run: [ip, link], output: UP, wait: 20s,
+     interval: 100ms}
+  - {name: no-wait, type: command, node: h2, run: ["true"]}
+  - {type: loss, traffic: load, max: 100%}
+"""
+
+
+def test_an_event_waits_for_a_command_check_by_name() -> None:
+    sc = loads(
+        HEAD
+        + "      - {at: 500ms, action: down, link: [h1, s1], after: {check: ospf-full}}\n"
+        + "      - {at: 1s, action: restart, node: h2, pidfile: /run/b.pid, run: [bird],\n"
+        + "         timeout: 3s, after: {check: no-wait, wait: 5s}}\n"
+        + "checks:\n"
+        + CHECKS,
+        "ev.yaml",
+    )
+    item = sc.traffic[0]
+    assert isinstance(item, Pktgen)
+    cond = item.events[0].to_event().after
+    assert cond is not None
+    assert (cond.node, cond.argv, cond.output, cond.wait, cond.interval) == (
+        "h1", ("ip", "link"), "UP", 20.0, 0.1
+    )  # fmt: skip
+    restart = item.events[1].to_event()
+    assert restart.action == "restart" and restart.argv == ("bird",) and restart.timeout == 3.0
+    assert restart.after is not None and restart.after.wait == 5.0
+    assert restart.after.node == "h2"
+
+
+@pytest.mark.parametrize(
+    ("after", "fragment"),
+    [
+        ("{check: ospf-ful}",
+         "traffic[0].events[0].after.check: unknown command check, did you mean 'ospf-full'?"),
+        ("{check: loss-load}",
+         "traffic[0].events[0].after.check: unknown command check (only command checks can be"),
+        ("{check: no-wait}",
+         "traffic[0].events[0].after.wait: check 'no-wait' has no wait"),
+    ],
+)  # fmt: skip
+def test_an_event_after_a_check_names_what_is_wrong(after: str, fragment: str) -> None:
+    found = _problems(f"      - {{at: 1s, action: down, link: [h1, s1], after: {after}}}\n", CHECKS)
+    assert len(found) == 1, found
+    assert fragment in found[0], found[0]

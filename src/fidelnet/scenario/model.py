@@ -189,8 +189,9 @@ class Scenario(_Model):
         from fidelnet.scenario.topology import build, spec_problems
 
         self._name_checks()
+        conditions = self._condition_problems()
         built = build(self)
-        found = list(built.problems)
+        found = list(built.problems) + conditions
         if not built.nodes and not built.problems:
             found.append(Problem("declares no nodes: give a builder or nodes", ("topology",)))
         found += _unique(self.traffic, "traffic")
@@ -213,6 +214,33 @@ class Scenario(_Model):
                 name = f"{base}-{n}"
             taken.add(name)
             check.name = name
+
+    def _condition_problems(self) -> list[Problem]:
+        """Events that wait for a check by name get its condition (a ``command``
+        check with a deadline), or a problem naming the checks there are."""
+        found: list[Problem] = []
+        commands = {c.key: c for c in self.checks if isinstance(c, CommandCheck)}
+        for i, item in enumerate(self.traffic):
+            for j, ev in enumerate(getattr(item, "events", ())):
+                cond = ev.after
+                if cond is None or cond.check is None:
+                    continue
+                path: Path = ("traffic", i, "events", j, "after", "check")
+                check = commands.get(cond.check)
+                if check is None:
+                    others = [c.key for c in self.checks]
+                    why = "only command checks can be waited for" if cond.check in others else ""
+                    found.append(_unknown(path, cond.check, sorted(commands), "command check", why))
+                    continue
+                cond.take_from(check)
+                if cond.wait is None:
+                    found.append(
+                        Problem(
+                            f"check {cond.check!r} has no wait: give the deadline here or there",
+                            (*path[:-1], "wait"),
+                        )
+                    )
+        return found
 
     def _reference_problems(self, built: Built) -> list[Problem]:
         found: list[Problem] = []
@@ -261,11 +289,11 @@ def _event_problems(path: Path, item: Pktgen, spec: TopologySpec) -> list[Proble
     return found
 
 
-def _unknown(path: Path, name: str, known: list[str], what: str) -> Problem:
+def _unknown(path: Path, name: str, known: list[str], what: str, why: str = "") -> Problem:
     import difflib
 
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
-    message = f"unknown {what}"
+    message = f"unknown {what}" + (f" ({why})" if why else "")
     if close:
         message += f", did you mean {close[0]!r}?"
     shown = tuple(known[:12]) + (("...",) if len(known) > 12 else ())

@@ -5,10 +5,12 @@ An event happens ``at`` a time after the traffic's first packet is due:
 - a link (its two nodes): ``down``, ``up``, ``flap`` (down, then up ``duration``
   later), ``set`` (new ``params`` for both directions);
 - a node: ``node_down`` / ``node_up`` (every link of the node), ``run`` (a command),
-  ``signal`` (a signal to the process whose pid is in ``pidfile``, in that node);
+  ``signal`` (a signal to the process whose pid is in ``pidfile``, in that node),
+  ``restart`` (that signal, the process's exit awaited, then ``run`` starts it again);
 
 ``at`` counts from the condition ``after`` when there is one (a command retried
-until it succeeds, with a deadline): "2 s after r1's OSPF neighbour is Full";
+until it succeeds, with a deadline, or a ``command`` check named by ``check``): "2 s
+after r1's OSPF neighbour is Full";
 
 and the outage each one causes is told from the traffic's packets
 (:mod:`fidelnet.measure.outage`), for ``outage`` checks. What a single event cannot
@@ -33,34 +35,70 @@ from fidelnet.scenario.fields import (
     _fail_at,
     _Model,
 )
+from fidelnet.scenario.model_checks import CommandCheck
 from fidelnet.scenario.model_topology import LinkParamsModel
 from fidelnet.topology.units import parse_duration
 
 __all__ = ["LINK_ACTIONS", "NODE_ACTIONS", "ConditionModel", "EventModel", "event_problems"]
 
 LINK_ACTIONS = ("down", "up", "flap", "set")
-NODE_ACTIONS = ("node_down", "node_up", "run", "signal")
+NODE_ACTIONS = ("node_down", "node_up", "run", "signal", "restart")
+_FROM_CHECK = ("node", "run", "output", "exit_code", "timeout")
 
 
 class ConditionModel(_Model):
-    """What an event waits for: a command in a node that succeeds."""
+    """What an event waits for: a command in a node that succeeds, written here or
+    taken from a ``command`` check (``check``)."""
 
-    node: str
+    check: Name | None = None
+    """A ``command`` check, by name: its node, command, output and exit code are the
+    condition, and its ``wait`` and ``interval`` unless given here."""
+    node: str | None = None
     """Where to run it."""
-    run: Argv
+    run: Argv | None = None
     """The command, as a list."""
     output: Regex | None = None
     """A regular expression its standard output must contain."""
     exit_code: Annotated[int, Field(ge=0, le=255)] | None = 0
     """The exit code that counts (default 0; null: any)."""
-    wait: PositiveDuration
-    """The deadline (required): past it, the event does not happen and says why."""
+    wait: PositiveDuration | None = None
+    """The deadline (required, here or in the check): past it, the event does not
+    happen and says why."""
     interval: PositiveDuration = "500ms"
     """Time between tries."""
     timeout: PositiveDuration = "10s"
     """How long one try may take."""
 
+    @model_validator(mode="after")
+    def _check(self) -> ConditionModel:
+        if self.check is not None:
+            given = [f for f in _FROM_CHECK if f in self.model_fields_set]
+            if given:
+                raise _fail_at(
+                    (given[0],),
+                    f"comes from check {self.check!r}: give one or the other",
+                    getattr(self, given[0]),
+                )
+            return self
+        if self.node is None:
+            raise _fail_at(("node",), "a condition needs a node (or a check)", None)
+        if self.run is None:
+            raise _fail_at(("run",), "a condition needs a command (or a check)", None)
+        if self.wait is None:
+            raise _fail_at(("wait",), "a condition needs a deadline", None)
+        return self
+
+    def take_from(self, check: CommandCheck) -> None:
+        """Fill what comes from ``check`` (a validated scenario calls this)."""
+        self.node, self.run, self.output = check.node, list(check.run), check.output
+        self.exit_code, self.timeout = check.exit_code, check.timeout
+        if "wait" not in self.model_fields_set:
+            self.wait = check.wait
+        if "interval" not in self.model_fields_set:
+            self.interval = check.interval
+
     def to_condition(self) -> Condition:
+        assert self.node is not None and self.run is not None and self.wait is not None
         return Condition(
             node=self.node,
             argv=tuple(self.run),
@@ -77,9 +115,11 @@ class EventModel(_Model):
 
     at: Duration
     """When, after the traffic's first packet is due: ``1s``, ``500ms``."""
-    action: Literal["down", "up", "flap", "set", "node_down", "node_up", "run", "signal"]
+    action: Literal[
+        "down", "up", "flap", "set", "node_down", "node_up", "run", "signal", "restart"
+    ]  # fmt: skip
     """``down``, ``up``, ``flap``, ``set`` (a link); ``node_down``, ``node_up``,
-    ``run``, ``signal`` (a node)."""
+    ``run``, ``signal``, ``restart`` (a node)."""
     name: Name | None = None
     """Unique among the traffic's events; ``outage`` checks refer to it (default:
     ``<action>-<target>@<at>``)."""
@@ -92,12 +132,14 @@ class EventModel(_Model):
     params: LinkParamsModel | None = None
     """The new parameters of a ``set`` (both directions; unnamed ones are kept)."""
     run: Argv | None = None
-    """The command of a ``run``, as a list."""
+    """The command of a ``run``, or the one that starts a ``restart``ed process
+    again, as a list."""
     timeout: PositiveDuration = "10s"
-    """How long a ``run`` may take."""
+    """How long a ``run`` may take; how long a ``restart`` waits for the process to
+    exit (then SIGKILL), and for its command."""
     pidfile: str | None = None
-    """The pid file of the process a ``signal`` goes to (absolute; the process must
-    live in ``node``)."""
+    """The pid file of the process a ``signal`` or ``restart`` goes to (absolute;
+    the process must live in ``node``)."""
     signal: Literal["TERM", "KILL", "INT", "HUP", "STOP", "CONT", "USR1", "USR2"] = "TERM"
     """Which signal (default ``TERM``); ``STOP`` then ``CONT`` freezes and thaws."""
     after: ConditionModel | None = None
@@ -118,7 +160,9 @@ class EventModel(_Model):
 
     @property
     def key(self) -> str:
-        return self.to_event().key
+        link = (self.link[0], self.link[1]) if self.link is not None else None
+        return Event(at=self.at_s, action=self.action, link=link, node=self.node,
+                     name=self.name or "").key  # fmt: skip
 
     @model_validator(mode="after")
     def _check(self) -> EventModel:
@@ -137,10 +181,10 @@ class EventModel(_Model):
             raise _fail_at(("duration",), "a flap, and only a flap, has a duration", self.duration)
         if (self.action == "set") != (self.params is not None):
             raise _fail_at(("params",), "a set, and only a set, has params", None)
-        if (self.action == "run") != (self.run is not None):
-            raise _fail_at(("run",), "a run, and only a run, has a command", self.run)
-        if (self.action == "signal") != (self.pidfile is not None):
-            raise _fail_at(("pidfile",), "a signal, and only a signal, has a pidfile", None)
+        if (self.action in ("run", "restart")) != (self.run is not None):
+            raise _fail_at(("run",), "a run or restart, and only those, has a command", self.run)
+        if (self.action in ("signal", "restart")) != (self.pidfile is not None):
+            raise _fail_at(("pidfile",), "a signal or restart, and only those, has a pidfile", None)
         if self.pidfile is not None and not self.pidfile.startswith("/"):
             raise _fail_at(("pidfile",), "must be an absolute path", self.pidfile)
         return self

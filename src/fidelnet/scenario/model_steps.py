@@ -232,7 +232,7 @@ class Pktgen(_Model):
         for i, ev in enumerate(self.events):
             if ev.node is not None:
                 yield ("events", i, "node"), ev.node
-            if ev.after is not None:
+            if ev.after is not None and ev.after.node is not None:
                 yield ("events", i, "after", "node"), ev.after.node
 
     def links(self) -> Iterator[tuple[Path, tuple[str, str]]]:
