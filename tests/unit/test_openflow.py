@@ -223,3 +223,47 @@ def test_controller_connections_follow_the_rconn_log(tmp_path: Path) -> None:
         ("s2", "tcp:127.0.0.1:6653"): False,
         ("s1", "tcp:127.0.0.1:6700"): True,
     }
+
+
+def test_in_band_reconnect_and_datapath_type_are_checked_and_reach_the_spec() -> None:
+    good = OpenFlowSpec(in_band=True, reconnect_ms=2000, datapath_type="user")
+    assert errors(ovs_topo(openflow=good)) == []
+    bad = OpenFlowSpec(
+        in_band="yes",  # type: ignore[arg-type]
+        reconnect_ms=500,
+        datapath_type="dpdk",  # type: ignore[arg-type]
+    )
+    got = errors(ovs_topo(openflow=bad))
+    assert any(e.startswith("nodes.s1.openflow.in_band: must be true or false") for e in got)
+    assert any(
+        e.startswith("nodes.s1.openflow.reconnect_ms: must be milliseconds, 1000..3600000")
+        for e in got
+    ), got
+    assert any(
+        e.startswith("nodes.s1.openflow.datapath_type: unknown Open vSwitch datapath")
+        and "kernel" in e
+        and "user" in e
+        for e in got
+    ), got
+    spec = loads(
+        "name: of\ntopology:\n  datapath: ovs\n  builder: {linear: 2}\n  nodes:\n"
+        "    s9: {kind: switch, openflow: {in_band: true, reconnect_ms: 1500,"
+        " datapath_type: user}}\n"
+    ).topology_spec()
+    of = spec.nodes["s9"].openflow
+    assert of is not None and (of.in_band, of.reconnect_ms, of.datapath_type) == (
+        True, 1500, "user"
+    )  # fmt: skip
+    with pytest.raises(Exception, match="reconnect_ms"):
+        loads(
+            "name: of\ntopology:\n  datapath: ovs\n  builder: {linear: 2}\n  nodes:\n"
+            "    s9: {kind: switch, openflow: {reconnect_ms: 10}}\n"
+        )
+
+
+def test_mininet_ovs_options_become_openflow_options() -> None:
+    from fidelnet.compat._switch import _backoff_ms
+
+    assert (_backoff_ms(1000), _backoff_ms(200), _backoff_ms(0), _backoff_ms(None)) == (
+        1000, 1000, None, None
+    )  # fmt: skip

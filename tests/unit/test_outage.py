@@ -136,16 +136,18 @@ def test_the_report_plots_a_flow_around_its_events(tmp_path: Any) -> None:
 def test_latency_before_during_and_after_an_event() -> None:
     from fidelnet.measure.results import Interval
 
-    def iv(i: int, p99: int | None, mx: int | None) -> Interval:
+    def iv(i: int, p99: int | None, mx: int | None, dups: int = 0) -> Interval:
         return Interval(t_s=i * 0.1, packets=1, frame_bytes=64, rate_pps=1.0, rate_bps=1.0,
-                        latency_max_ns=mx, latency_p99_ns=p99, latency_p50_ns=p99)  # fmt: skip
+                        latency_max_ns=mx, latency_p99_ns=p99, latency_p50_ns=p99,
+                        duplicates=dups)  # fmt: skip
 
-    ivs = [iv(i, 50_000, 60_000) for i in range(10)]  # 0-1 s: calm
-    ivs += [iv(10, 70_000, 9_000_000), iv(11, None, None), iv(12, 80_000, 2_000_000)]
+    ivs = [iv(i, 50_000, 60_000, dups=1) for i in range(10)]  # 0-1 s: calm
+    ivs += [iv(10, 70_000, 9_000_000, 4), iv(11, None, None), iv(12, 80_000, 2_000_000, 2)]
     ivs += [iv(i, 55_000, 65_000) for i in range(13, 30)]
     res = _result([]).model_copy(update={"intervals": ivs})
     got = outage.latency_around(res, at_s=1.0, outage_end_s=1.15)
     assert got.before_p99_ns == 50_000
     assert got.during_max_ns == 9_000_000  # the intervals from 1.0 to 1.25 s
     assert got.after_p99_ns == 55_000
+    assert got.duplicates_during == 6  # those of 1.0-1.25 s, not the second before
     assert outage.latency_around(_result([]), 1.0, None).before_p99_ns is None

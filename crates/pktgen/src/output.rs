@@ -155,6 +155,7 @@ pub struct MalformedReport {
 pub struct IntervalReport {
     pub t_ns: u64,
     pub packets: u64,
+    pub duplicates: u64,
     pub bytes: u64,
     pub frame_bytes: u64,
     pub latency_max_ns: u64,
@@ -261,6 +262,7 @@ pub fn recv_report(acc: &Accounting, interval_ms: u64) -> RecvReport {
             .map(|i| IntervalReport {
                 t_ns: i.t_ns,
                 packets: i.packets,
+                duplicates: i.duplicates,
                 bytes: i.bytes,
                 frame_bytes: i.frame_bytes,
                 latency_max_ns: i.latency_max_ns,

@@ -18,12 +18,14 @@ make, ``ovs-vsctl get Interface <intf> ofport``, answers with the port number
 fidelnet gave the interface (a shell function defined in the switch's shell);
 every other ``ovs-vsctl`` command fails with a message saying why.
 
-Not there yet: ``inband`` (in-band control), ``batch`` startup, ``reconnectms``
-(OVS's own back-off applies) and ``datapath='user'`` per switch (a run's bridges share
-one datapath type) are accepted and not applied.
+``inband``, ``reconnectms`` (the controllers' ``max_backoff``) and ``datapath``
+(``user``: OVS's userspace datapath for that bridge) are applied; ``batch`` is
+accepted: fidelnet always configures the bridges of a build in one transaction.
 """
 
 from __future__ import annotations
+
+import os
 
 import re
 from typing import Any
@@ -205,6 +207,14 @@ def _nonzero(dpid: str | None) -> str | None:
     return None
 
 
+def _backoff_ms(reconnectms: Any) -> int | None:
+    """Mininet's ``reconnectms`` as OVS's ``max_backoff`` (0 or None: OVS's own;
+    Open vSwitch takes nothing below a second)."""
+    if not reconnectms or os.environ.get("FN_NOBACKOFF"):
+        return None
+    return max(1000, int(reconnectms))
+
+
 class _OpenFlowSwitch(Switch):
     """A switch of the run's own Open vSwitch, with Mininet's OpenFlow options (or a
     learning switch, with a warning, where Open vSwitch is not installed)."""
@@ -236,6 +246,9 @@ class _OpenFlowSwitch(Switch):
                 fail_mode=self.fn_fail_mode,  # type: ignore[arg-type]
                 dpid=_nonzero(self.fn_dpid),
                 controllers=(),  # until start(controllers)
+                in_band=bool(getattr(self, "inband", False)),
+                reconnect_ms=_backoff_ms(getattr(self, "reconnectms", None)),
+                datapath_type="user" if getattr(self, "datapath", None) == "user" else None,
             ),
         )
 
@@ -367,6 +380,7 @@ class UserSwitch(_OpenFlowSwitch):
         self, name: str, dpopts: str = "--no-slicing", stp: bool = False, **kwargs: Any
     ) -> None:
         self.dpopts = dpopts
+        self.datapath = "user"  # OVS's userspace datapath, even beside a kernel one
         self.fn_setup_openflow(name, kwargs.get("dpid"), None, stp)
         super().__init__(name, **kwargs)
 

@@ -137,6 +137,8 @@ class LatencyAround:
     before_p99_ns: int | None
     during_max_ns: int | None
     after_p99_ns: int | None
+    duplicates_during: int = 0
+    """Duplicates received from the event to one interval after its outage."""
 
 
 def latency_around(result: UdpResult, at_s: float, outage_end_s: float | None) -> LatencyAround:
@@ -153,6 +155,8 @@ def latency_around(result: UdpResult, at_s: float, outage_end_s: float | None) -
 
     ivs = result.intervals
     before = [i.latency_p99_ns for i in ivs if at_s - 1.0 <= i.t_s and i.t_s + step <= at_s]
-    during = [i.latency_max_ns for i in ivs if at_s - step < i.t_s < end]
+    window = [i for i in ivs if at_s - step < i.t_s < end]
+    during = [i.latency_max_ns for i in window]
     after = [i.latency_p99_ns for i in ivs if end <= i.t_s < end + 1.0]
-    return LatencyAround(worst(before), worst(during), worst(after))
+    dups = sum(i.duplicates for i in window)
+    return LatencyAround(worst(before), worst(during), worst(after), dups)

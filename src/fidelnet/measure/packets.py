@@ -214,6 +214,7 @@ def with_events(result: UdpResult, timeline: Timeline) -> UdpResult:
                 "outage_s": got.outage_s,
                 "lost": got.lost,
                 "late_packets": got.late,
+                "duplicates": lat.duplicates_during,
                 "recovered": got.recovered,
                 "delay_s": got.delay_s,
             }

@@ -446,6 +446,7 @@ def _intervals(got: dict[str, Any]) -> tuple[list[Interval], float]:
             Interval(
                 t_s=int(iv["t_ns"]) / 1e9,
                 packets=packets,
+                duplicates=int(iv.get("duplicates", 0)),
                 frame_bytes=frame_bytes,
                 rate_pps=packets / step,
                 rate_bps=frame_bytes * 8 / step,

@@ -86,6 +86,8 @@ class Interval(_Model):
 
     t_s: float
     packets: int
+    duplicates: int = 0
+    """Of ``packets``, duplicates (a sequence number already received)."""
     frame_bytes: int
     rate_pps: float
     rate_bps: float
@@ -173,6 +175,9 @@ class EventRecord(_Model):
     outage_s: float | None = None
     lost: int | None = None
     late_packets: int | None = None
+    duplicates: int | None = None
+    """Duplicates received from the event to one interval after its outage (a
+    flooding switch or a loop while the network reconverges)."""
     recovered: bool | None = None
     delay_s: float | None = None
     """From the event to the first lost packet's send time."""

@@ -215,8 +215,14 @@ def _outage(check: m.OutageCheck, got: UdpResult) -> CheckOutcome:
         + f" (after {worst.name} at {worst.at_s:g} s)"
     )
     lines = [
-        f"{e.name} at {e.at_s:g} s (started {1e6 * e.late_s:.0f} us late): outage "
-        f"{e.outage_s or 0.0:.4f} s, {e.lost} lost, {e.late_packets} late, "
+        f"{e.name} at {e.at_s:g} s ("
+        + (
+            "cut by the engine at that instant"
+            if e.exact
+            else f"started {1e6 * e.late_s:.0f} us late"
+        )
+        + f"): outage {e.outage_s or 0.0:.4f} s, {e.lost} lost, {e.late_packets} late, "
+        f"{e.duplicates or 0} duplicates, "
         + ("recovered" if e.recovered else "not recovered")
         + f"; latency p99 before {_ms_or(e.latency_p99_before_ns)}, max during "
         f"{_ms_or(e.latency_max_during_ns)}, p99 after {_ms_or(e.latency_p99_after_ns)}"

@@ -243,6 +243,15 @@ class OpenFlow(_Model):
     """Datapath id, up to 16 hex digits (default: Open vSwitch's)."""
     controllers: list[NodeName] | None = None
     """Names of ``topology.controllers`` it connects to (default: all; ``[]``: none)."""
+    in_band: bool = False
+    """Reach controllers through the switch's own ports (default: on the run's
+    loopback, as Mininet does)."""
+    reconnect_ms: Annotated[int, Field(ge=1000, le=3_600_000)] | None = None
+    """Longest back-off between attempts to reach a controller, ms (Open vSwitch's
+    ``max_backoff``; default 8000)."""
+    datapath_type: Literal["kernel", "user"] | None = None
+    """``user``: Open vSwitch's userspace datapath; ``kernel``: the kernel's where its
+    module is loaded (else the userspace one). Default: the run's choice."""
 
 
 class Node(_Model):

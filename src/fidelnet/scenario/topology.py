@@ -79,6 +79,9 @@ def _openflow(of: OpenFlow | None) -> OpenFlowSpec | None:
         fail_mode=of.fail_mode,
         dpid=of.dpid,
         controllers=tuple(of.controllers) if of.controllers is not None else None,
+        in_band=of.in_band,
+        reconnect_ms=of.reconnect_ms,
+        datapath_type=of.datapath_type,
     )
 
 

@@ -28,6 +28,7 @@ taken down rather than the bridge deleted.
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError
@@ -198,19 +199,19 @@ class OvsDatapath:
         targets = self.targets(switch)
         self.ovs(switch)
         if targets:
-            self._run(["set-controller", switch.name, *targets])
+            self._run(*_controller_commands(switch, targets))
         else:
             self._run(["del-controller", switch.name])
 
     def add_switch(self, switch: Switch) -> None:
-        ovs = self.ovs(switch)
+        self.ovs(switch)  # the run's OVS, started by the first switch
         name = switch.name
         of = switch.spec.openflow or OpenFlowSpec()
         targets = self.targets(switch)
         fail_mode = of.fail_mode or ("secure" if targets else "standalone")
-        # No in-band control (Mininet's default): controllers are reached on the
-        # fabric's loopback, never through the switch's own ports.
-        extra = ["other_config:disable-in-band=true"]
+        # No in-band control unless asked (Mininet's default): controllers are
+        # reached on the fabric's loopback, never through the switch's own ports.
+        extra = [] if of.in_band else ["other_config:disable-in-band=true"]
         if of.protocols:
             extra.append(f"protocols={','.join(of.protocols)}")
         if of.dpid:
@@ -218,12 +219,21 @@ class OvsDatapath:
             extra.append(f"other_config:datapath-id={dpid}")
         self._run_now(
             ["add-br", name],
-            ["set", "bridge", name, f"datapath_type={ovs.datapath_type}",
+            ["set", "bridge", name, f"datapath_type={self.datapath_type(switch)}",
              f"fail_mode={fail_mode}", f"stp_enable={'true' if switch.spec.stp else 'false'}",
              *extra],
-            *([["set-controller", name, *targets]] if targets else []),
+            *(_controller_commands(switch, targets) if targets else []),
         )  # fmt: skip
         self._up[name] = True
+
+    def datapath_type(self, switch: Switch) -> str:
+        """The OVS datapath type of ``switch``'s bridge: ``netdev`` where it asks for
+        the userspace datapath, else the run's (``system`` where the kernel module is
+        loaded, ``netdev`` otherwise)."""
+        of = switch.spec.openflow
+        if of is not None and of.datapath_type == "user":
+            return "netdev"
+        return self.ovs(switch).datapath_type
 
     def _run_now(self, *commands: list[str]) -> None:
         """Run what is gathered, then ``commands`` as their own transaction, waiting
@@ -290,7 +300,7 @@ class OvsDatapath:
         it (every new TCP connection under a reactive controller took 2 s: two lost
         SYNs). Not needed between OVS ports, nor on the kernel datapath."""
         del intf
-        if self.ovs(switch).datapath_type != "netdev":
+        if self.datapath_type(switch) != "netdev":
             return
         if getattr(peer.node, "forwarder", None) is self:
             return  # another port of this run's OVS
@@ -334,7 +344,7 @@ class OvsDatapath:
         return "stp_state=learning" not in out and "stp_state=listening" not in out
 
     def stats(self, switch: Switch) -> dict[str, Any]:
-        dp = self.daemons.datapath_type if self.daemons is not None else None
+        dp = self.datapath_type(switch) if self.daemons is not None else None
         return {"datapath": self.kind, "ovs_datapath": dp, "bridge": switch.name}
 
     def close(self) -> None:
@@ -348,3 +358,20 @@ class OvsDatapath:
         if self.daemons is not None:
             self.daemons.stop(graceful=False)  # the fabric namespace goes next
             self.daemons = None
+
+
+def _controller_commands(switch: Switch, targets: list[str]) -> list[list[str]]:
+    """``ovs-vsctl`` commands giving ``switch``'s bridge ``targets`` as controllers:
+    ``set-controller``, or, with ``reconnect_ms``, one Controller row per target
+    with that ``max_backoff`` (Mininet's ``reconnectms``)."""
+    of = switch.spec.openflow
+    ms = of.reconnect_ms if of is not None else None
+    if ms is None:
+        return [["set-controller", switch.name, *targets]]
+    tag = re.sub(r"[^A-Za-z0-9_]", "_", switch.name)
+    ids = [f"@ctl_{tag}_{i}" for i in range(len(targets))]
+    rows = [
+        [f"--id={ref}", "create", "Controller", f'target="{t}"', f"max_backoff={ms}"]
+        for ref, t in zip(ids, targets, strict=True)
+    ]
+    return [*rows, ["set", "bridge", switch.name, f"controller=[{','.join(ids)}]"]]

@@ -207,6 +207,10 @@ class ControllerSpec:
         return f"{self.ip or '127.0.0.1'}:{self.port}{where}"
 
 
+OvsDatapathType = Literal["kernel", "user"]
+OVS_DATAPATH_TYPES: tuple[str, ...] = ("kernel", "user")
+
+
 @dataclass(frozen=True)
 class OpenFlowSpec:
     """OpenFlow options of one OVS switch.
@@ -216,12 +220,21 @@ class OpenFlowSpec:
     (a learning switch while no controller is connected); None: ``secure`` when it
     has controllers, ``standalone`` when not. ``dpid``: its datapath id (up to 16 hex
     digits). ``controllers``: names of the topology's controllers it connects to
-    (None: all of them; empty: none)."""
+    (None: all of them; empty: none). ``in_band``: OVS may reach its controllers
+    through the switch's own ports (Mininet's ``inband=True``; default off: they are
+    reached on the fabric's loopback). ``reconnect_ms``: the longest back-off between
+    attempts to reach a controller (OVS's ``max_backoff``; Mininet's ``reconnectms``;
+    None: OVS's 8 s). ``datapath_type``: ``user`` (OVS's userspace datapath) or
+    ``kernel`` (the kernel's, where the ``openvswitch`` module is loaded; else the
+    userspace one, as the run records); None: the run's choice."""
 
     protocols: tuple[str, ...] | None = None
     fail_mode: FailMode | None = None
     dpid: str | None = None
     controllers: tuple[str, ...] | None = None
+    in_band: bool = False
+    reconnect_ms: int | None = None
+    datapath_type: OvsDatapathType | None = None
 
 
 @dataclass

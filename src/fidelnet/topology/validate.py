@@ -27,8 +27,6 @@ Field names point at the culprit: ``ip_base``, ``nodes.h1.ip``, ``links[3].b``,
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import re
 from collections.abc import Callable, Iterator
 from typing import TypeGuard
@@ -44,24 +42,20 @@ from fidelnet.topology.addressing import (
 )
 from fidelnet.topology.limits import BPF_SWITCH_PORTS, BRIDGE_PORTS, MAX_LINKS, MAX_NODES
 from fidelnet.topology.spec import (
-    CONTROLLER_KINDS,
     DATAPATHS,
     ENGINE_ENDPOINTS,
-    FAIL_MODES,
     FASTPATHS,
-    JITTER_DISTS,
     LINK_BACKENDS,
     NODE_KINDS,
-    OPENFLOW_VERSIONS,
-    QUEUE_KINDS,
-    ControllerSpec,
-    GilbertElliott,
-    LinkParams,
     LinkSpec,
     NodeSpec,
-    OpenFlowSpec,
     TopologySpec,
 )
+from fidelnet.topology.validate_openflow import check_controllers as _check_controllers
+from fidelnet.topology.validate_openflow import check_openflow as _check_openflow
+from fidelnet.topology.validate_openflow import controller_problems
+from fidelnet.topology.validate_params import check_params as _check_params
+from fidelnet.topology.validate_params import param_problems
 
 __all__ = [
     "IFNAMSIZ",
@@ -72,7 +66,6 @@ __all__ = [
     "validate",
 ]
 
-MIN_BW = 1000.0  # bit/s: below it a frame takes more than 12 s, and tc's burst overflows
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _MAC_RE = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
 _MAX_NAME = 64
@@ -83,14 +76,6 @@ NAME_RULE = (
     f"and have 1..{_MAX_NAME} characters"
 )
 _SCHEDS = ("cfs", "rt")
-_UNITS = {
-    "bw": "bit/s",
-    "delay": "seconds",
-    "jitter": "seconds",
-    "loss": "percent",
-    "duplicate": "percent",
-    "corrupt": "percent",
-}
 _CHOICES_SHOWN = 8
 
 Problems = Iterator[ValidationError]
@@ -122,16 +107,6 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
-
-
-def controller_problems(spec: TopologySpec) -> list[ValidationError]:
-    """Every problem in ``spec``'s controllers and switches' OpenFlow options."""
-    return [*_check_controllers(spec), *_check_openflow(spec)]
-
-
-def param_problems(params: LinkParams, where: str = "params") -> list[ValidationError]:
-    """Every problem in one direction's complete parameters (a runtime change)."""
-    return list(_check_params(where, params, LinkParams(), "params"))
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -246,110 +221,6 @@ def _check_sizes(spec: TopologySpec) -> Problems:
             f"{bpf_ports:,} switch ports on the BPF switch, which holds {BPF_SWITCH_PORTS:,} in "
             "all; put some switches on datapath bridge",
         )
-
-
-def _check_controllers(spec: TopologySpec) -> Problems:
-    ports: dict[int, str] = {}
-    names: set[str] = set()
-    for i, c in enumerate(spec.controllers):
-        where = f"controllers[{i}]"
-        if not isinstance(c, ControllerSpec):
-            yield ValidationError(where, "must be a ControllerSpec", c)
-            continue
-        if not isinstance(c.name, str) or not _NAME_RE.fullmatch(c.name) or c.name in names:
-            yield ValidationError(f"{where}.name", "must be a unique node-like name", c.name)
-        names.add(str(c.name))
-        if c.kind not in CONTROLLER_KINDS:
-            yield ValidationError(
-                f"{where}.kind", "unknown controller kind", c.kind, list(CONTROLLER_KINDS)
-            )
-        if not _is_int(c.port) or not 1 <= c.port <= 65535:
-            yield ValidationError(f"{where}.port", "must be a TCP port, 1..65535", c.port)
-        elif c.kind == "ref" and c.port in ports:
-            yield ValidationError(f"{where}.port", f"{ports[c.port]} listens there too", c.port)
-        elif c.kind == "ref":
-            ports[c.port] = str(c.name)
-        yield from _check_controller_place(where, c, spec)
-    if spec.controllers and not any(
-        (n.datapath or spec.datapath) == "ovs" for n in spec.switches()
-    ):
-        yield ValidationError(
-            "controllers",
-            "only OVS switches connect to controllers, and no switch has datapath ovs",
-            [c.name for c in spec.controllers],
-        )
-
-
-def _check_controller_place(where: str, c: ControllerSpec, spec: TopologySpec) -> Problems:
-    """A remote controller's address and namespace; a ``ref`` one has neither."""
-    if c.kind == "ref":
-        for field in ("ip", "node", "netns"):
-            if getattr(c, field) is not None:
-                yield ValidationError(
-                    f"{where}.{field}",
-                    "only a remote controller has one (a ref controller listens on the "
-                    "fabric's loopback)",
-                    getattr(c, field),
-                )
-        return
-    if c.ip is not None:
-        try:
-            ipaddress.ip_address(c.ip)
-        except ValueError:
-            yield ValidationError(f"{where}.ip", "must be an IPv4 or IPv6 address", c.ip)
-    if c.node is not None:
-        if c.node not in spec.nodes:
-            yield ValidationError(f"{where}.node", "unknown node", c.node, sorted(spec.nodes))
-        elif c.netns is not None:
-            yield ValidationError(f"{where}.netns", "give node or netns, not both", c.netns)
-    if c.netns is not None and (not isinstance(c.netns, str) or not c.netns.startswith("/")):
-        yield ValidationError(f"{where}.netns", "must be a namespace's path", c.netns)
-
-
-def _check_openflow(spec: TopologySpec) -> Problems:
-    names = {c.name for c in spec.controllers if isinstance(c, ControllerSpec)}
-    dpids: dict[int, str] = {}
-    for name, node in spec.nodes.items():
-        of = node.openflow
-        if of is None:
-            continue
-        where = f"nodes.{name}.openflow"
-        if not isinstance(of, OpenFlowSpec):
-            yield ValidationError(where, "must be an OpenFlowSpec", of)
-            continue
-        if node.kind != "switch" or (node.datapath or spec.datapath) != "ovs":
-            yield ValidationError(
-                where, f"only switches on the ovs datapath speak OpenFlow, and {name} is not one"
-            )
-            continue
-        for proto in of.protocols or ():
-            if proto not in OPENFLOW_VERSIONS:
-                yield ValidationError(
-                    f"{where}.protocols", "unknown OpenFlow version", proto, list(OPENFLOW_VERSIONS)
-                )
-        if of.protocols is not None and not of.protocols:
-            yield ValidationError(f"{where}.protocols", "must name at least one version", [])
-        if of.fail_mode is not None and of.fail_mode not in FAIL_MODES:
-            yield ValidationError(
-                f"{where}.fail_mode", "unknown fail mode", of.fail_mode, list(FAIL_MODES)
-            )
-        if of.dpid is not None:
-            digits = of.dpid.replace(":", "") if isinstance(of.dpid, str) else ""
-            if not re.fullmatch(r"[0-9A-Fa-f]{1,16}", digits) or int(digits, 16) == 0:
-                yield ValidationError(
-                    f"{where}.dpid", "must be 1 to 16 hex digits, not all zero", of.dpid
-                )
-            elif int(digits, 16) in dpids:
-                yield ValidationError(
-                    f"{where}.dpid", f"{dpids[int(digits, 16)]} has the same datapath id", of.dpid
-                )
-            else:
-                dpids[int(digits, 16)] = name
-        for c in of.controllers or ():
-            if c not in names:
-                yield ValidationError(
-                    f"{where}.controllers", "unknown controller", c, sorted(names)
-                )
 
 
 def _check_datapath(spec: TopologySpec) -> Problems:
@@ -513,98 +384,6 @@ def _check_intf_name(field: str, name: object) -> Problems:
             "choose a shorter name",
             name,
         )
-
-
-def _check_params(where: str, params: object, base: LinkParams, attr: str) -> Problems:
-    if not isinstance(params, LinkParams):
-        yield ValidationError(where, "must be a LinkParams", params)
-        return
-    for name in ("bw", "delay", "jitter", "loss", "duplicate", "corrupt"):
-        yield from _check_quantity(f"{where}.{name}", getattr(params, name))
-    for name, low, unit in (
-        ("max_queue_size", 1, "packets"),
-        ("queue_bytes", 1, "bytes"),
-        ("overhead", 0, "bytes"),
-        ("seed", 0, ""),
-    ):
-        value = getattr(params, name)
-        if value is not None and not (_is_int(value) and value >= low):
-            yield ValidationError(f"{where}.{name}", f"must be an integer >= {low} {unit}", value)
-    for name, choices in (("jitter_dist", JITTER_DISTS), ("queue", QUEUE_KINDS)):
-        value = getattr(params, name)
-        if value is not None and value not in choices:
-            yield ValidationError(f"{where}.{name}", "unknown value", value, list(choices))
-    if params.reorder is not None and not isinstance(params.reorder, bool):
-        yield ValidationError(f"{where}.reorder", "must be true or false", params.reorder)
-    yield from _check_loss_model(f"{where}.loss", params)
-    if params.trace is not None:
-        yield from _check_trace(f"{where}.trace", params)
-    delay = params.delay
-    if delay is None and attr != "params" and isinstance(base, LinkParams):
-        delay = base.delay
-    if params.jitter is not None and delay is None:
-        yield ValidationError(
-            f"{where}.jitter", "jitter needs a delay on the same link", params.jitter
-        )
-
-
-def _check_loss_model(field: str, params: LinkParams) -> Problems:
-    model = params.loss_model
-    if model is None:
-        return
-    if not isinstance(model, GilbertElliott):
-        yield ValidationError(field, "must be a percentage or a GilbertElliott model", model)
-        return
-    if params.loss is not None:
-        yield ValidationError(
-            field, "give either a loss percentage or a Gilbert-Elliott model, not both", model
-        )
-    for key in ("p", "r", "loss_good", "loss_bad"):
-        yield from _check_quantity(f"{field}.{key}", getattr(model, key), "percent")
-    if _is_number(model.r) and model.r == 0:
-        yield ValidationError(f"{field}.r", "must be positive (the bad state would never end)", 0)
-
-
-def _check_trace(field: str, params: LinkParams) -> Problems:
-    if params.bw is not None:
-        yield ValidationError(field, "a trace sets the rate: give either bw or trace", params.trace)
-    from fidelnet.links.trace import read_trace  # links imports this module
-
-    try:
-        read_trace(field, str(params.trace))
-    except ValidationError as exc:
-        yield exc
-
-
-def _check_quantity(field: str, value: object, unit: str | None = None) -> Problems:
-    if value is None:
-        return
-    name = field.rsplit(".", 1)[1]
-    unit = unit or _UNITS[name]
-    if not _is_number(value):
-        yield ValidationError(
-            field,
-            f"must be a number in {unit} (parse text with fidelnet.topology.units)",
-            value,
-        )
-    elif math.isnan(value) or math.isinf(value):
-        yield ValidationError(field, "must be a finite number", value)
-    elif value < 0:
-        yield ValidationError(field, "must not be negative", value)
-    elif name == "bw" and value == 0:
-        yield ValidationError(field, "must be positive (a rate of 0 would carry nothing)", value)
-    elif name == "bw" and value < MIN_BW:
-        yield ValidationError(
-            field,
-            f"must be at least {MIN_BW:g} bit/s (1 kbit/s; one full frame would take "
-            f"{1514 * 8 / value:.0f} s); bw is in bit/s in the Python API",
-            value,
-        )
-    elif unit == "percent" and value > 100:
-        yield ValidationError(field, "must be at most 100 (percent)", value)
-
-
-# --- ports and interface names -------------------------------------------------------
 
 
 def _namespace(spec: TopologySpec, node: str) -> str:
