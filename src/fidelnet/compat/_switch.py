@@ -26,7 +26,6 @@ accepted: fidelnet always configures the bridges of a build in one transaction.
 from __future__ import annotations
 
 import os
-
 import re
 from typing import Any
 
