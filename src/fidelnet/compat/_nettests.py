@@ -164,21 +164,31 @@ class NetTests:
         return sent, received, rtts[0], rtts[1], rtts[2], rtts[3]
 
     @staticmethod
-    def _ping_outputs(node: Any, dests: list[Any], timeout: Any) -> list[str | None]:
-        """Ping each destination once from ``node``'s shell, up to 48 at a time; the
-        outputs in order (None for a destination without interfaces)."""
+    def _ping_outputs(
+        node: Any, dests: list[Any], timeout: Any, serial: bool = False
+    ) -> list[str | None]:
+        """Ping each destination once from ``node``'s shell, up to 48 at a time (with
+        ``serial``, one after another in that order); the outputs in order (None for
+        a destination without interfaces)."""
         outs: list[str | None] = [None if not d.intfs else "" for d in dests]
         wait = f"-W {shlex.quote(str(timeout))} " if timeout else ""
         targets = [(i, str(d.IP())) for i, d in enumerate(dests) if d.intfs]
         for first in range(0, len(targets), _PING_BATCH):
             batch = targets[first : first + _PING_BATCH]
             # Wait for these pings only, not for jobs the user left in the shell.
-            jobs = " ".join(f'_fnping {i} {shlex.quote(ip)} & _fnp="$_fnp $!";' for i, ip in batch)
+            if serial:
+                jobs = " ".join(f"_fnping {i} {shlex.quote(ip)};" for i, ip in batch)
+            else:
+                jobs = " ".join(
+                    f'_fnping {i} {shlex.quote(ip)} & _fnp="$_fnp $!";' for i, ip in batch
+                )
             text = node.cmd(
                 "_fnping() { local r; r=$(ping -c1 " + wait + '"$2" 2>&1); '
                 "printf '@@%s %s\\n' \"$1\" \"${r//$'\\n'/ }\"; }; _fnp=; "
                 + jobs
-                + " wait $_fnp; unset _fnp"
+                # Serial pings leave no job; a bare `wait` would wait for the user's.
+                + ("" if serial else " wait $_fnp;")
+                + " unset _fnp"
             )
             for line in text.splitlines():
                 if line.startswith("@@"):
@@ -208,8 +218,7 @@ class NetTests:
         rounds = [(node, [d for d in hosts if d is not node]) for node in hosts]
         if self._fn_reactive():
             for node, dests in rounds:
-                outs = [self._ping_outputs(node, [d], timeout)[0] for d in dests]
-                yield node, dests, outs
+                yield node, dests, self._ping_outputs(node, dests, timeout, serial=True)
             return
         with ThreadPoolExecutor(max_workers=_PING_SOURCES) as pool:
             futures = [pool.submit(self._ping_outputs, n, d, timeout) for n, d in rounds]
