@@ -164,31 +164,21 @@ class NetTests:
         return sent, received, rtts[0], rtts[1], rtts[2], rtts[3]
 
     @staticmethod
-    def _ping_outputs(
-        node: Any, dests: list[Any], timeout: Any, serial: bool = False
-    ) -> list[str | None]:
-        """Ping each destination once from ``node``'s shell, up to 48 at a time (with
-        ``serial``, one after another in that order); the outputs in order (None for
-        a destination without interfaces)."""
+    def _ping_outputs(node: Any, dests: list[Any], timeout: Any) -> list[str | None]:
+        """Ping each destination once from ``node``'s shell, up to 48 at a time; the
+        outputs in order (None for a destination without interfaces)."""
         outs: list[str | None] = [None if not d.intfs else "" for d in dests]
         wait = f"-W {shlex.quote(str(timeout))} " if timeout else ""
         targets = [(i, str(d.IP())) for i, d in enumerate(dests) if d.intfs]
         for first in range(0, len(targets), _PING_BATCH):
             batch = targets[first : first + _PING_BATCH]
             # Wait for these pings only, not for jobs the user left in the shell.
-            if serial:
-                jobs = " ".join(f"_fnping {i} {shlex.quote(ip)};" for i, ip in batch)
-            else:
-                jobs = " ".join(
-                    f'_fnping {i} {shlex.quote(ip)} & _fnp="$_fnp $!";' for i, ip in batch
-                )
+            jobs = " ".join(f'_fnping {i} {shlex.quote(ip)} & _fnp="$_fnp $!";' for i, ip in batch)
             text = node.cmd(
                 "_fnping() { local r; r=$(ping -c1 " + wait + '"$2" 2>&1); '
                 "printf '@@%s %s\\n' \"$1\" \"${r//$'\\n'/ }\"; }; _fnp=; "
                 + jobs
-                # Serial pings leave no job; a bare `wait` would wait for the user's.
-                + ("" if serial else " wait $_fnp;")
-                + " unset _fnp"
+                + " wait $_fnp; unset _fnp"
             )
             for line in text.splitlines():
                 if line.startswith("@@"):
@@ -207,18 +197,18 @@ class NetTests:
     ) -> Iterator[tuple[Any, list[Any], list[str | None]]]:
         """(source, destinations, ping outputs) for every source in order; several
         sources' shells ping at once, except under an OpenFlow controller: then one
-        ping after another, in Mininet's order. A reactive controller learns where a
-        host is from the first frame it sees; after a host moved (mobility.py), the
-        pings to it that come before its own first ping go where it used to be, and
-        the flows installed for them outlive the ping (1 in 4 runs of mobility.py
-        lost pings with the pings in parallel)."""
+        source after another, in Mininet's order (each source's pings still go out
+        together). A reactive controller learns where a host is from the first frame
+        it sees; after a host moved (mobility.py), pings to it from other sources
+        that came before its own went where it used to be, and the flows installed
+        for them outlived the pings (1 in 4 runs of mobility.py lost pings)."""
         self.fn_net.start_shells(hosts)  # here, all at once, not in the threads
         for node in hosts:
             node.fn_shell()
         rounds = [(node, [d for d in hosts if d is not node]) for node in hosts]
         if self._fn_reactive():
             for node, dests in rounds:
-                yield node, dests, self._ping_outputs(node, dests, timeout, serial=True)
+                yield node, dests, self._ping_outputs(node, dests, timeout)
             return
         with ThreadPoolExecutor(max_workers=_PING_SOURCES) as pool:
             futures = [pool.submit(self._ping_outputs, n, d, timeout) for n, d in rounds]
