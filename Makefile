@@ -80,12 +80,14 @@ $(VENV_STAMP): pyproject.toml | apt-deps
 
 # The BPF programs (the routers' XDP fast path, the switches' learning switch), built
 # from source with Debian's clang and libbpf headers.
+# -mcpu=v3: 32-bit atomics (compare-and-swap in the switch's group lists; kernel 5.12+,
+# and bpf_loop already needs 5.17).
 BPF_OBJS     := build/bpf/fastpath.bpf.o build/bpf/l2switch.bpf.o
 BPF_ARCH_INC := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 
 build/bpf/%.bpf.o: bpf/%.bpf.c | apt-deps
 	mkdir -p $(dir $@)
-	clang -O2 -g -Wall -Werror -target bpf -I$(BPF_ARCH_INC) -c $< -o $@
+	clang -O2 -g -Wall -Werror -target bpf -mcpu=v3 -I$(BPF_ARCH_INC) -c $< -o $@
 
 # cargo decides what to rebuild; install -C copies only when the binary changed.
 # fidelnet-exec starts every shell and command in a node: linked statically, each

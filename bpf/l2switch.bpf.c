@@ -21,9 +21,10 @@
  *    other than to ff02::1 goes out of an edge port (one whose link does not
  *    lead to another switch) only when a node behind it reported listening to
  *    the group, or a multicast router is there (it sent an MLD query or a
- *    PIM message); MLD reports go to trunk and router ports only. Ports to
- *    other switches ("trunks") get all of it, so snooping never depends on
- *    the tree. See "MLD snooping" below for why no querier is needed here.
+ *    PIM message); MLD reports go to router ports only. A port to another
+ *    switch ("trunk") gets a group's frames only when a member or a multicast
+ *    router lies behind it (below, "Trunks"). See "MLD snooping" below for
+ *    why no querier is needed here.
  *
  * Why not a Linux bridge per switch: deleting a bridge costs the kernel one
  * rcu_barrier() (br_multicast_dev_del), 16-22 ms on a 2-vCPU VM with the RTNL
@@ -42,6 +43,24 @@
  * are learnt even while the switch is stopped (frames are still dropped).
  * IPv4 multicast (IGMP) is not snooped: it is flooded.
  *
+ * Trunks. Every switch of the run shares these maps, so what one switch
+ * learns at its edge is known to all: no report needs to cross a trunk for
+ * the others to learn it. Per group, `sw_groups` lists the edge ports with a
+ * member (the group :: lists the ports with a multicast router). fidelnet
+ * numbers the switches of each loop-free part of the forwarding topology in
+ * depth-first order (fidelnet.switches.regions), so the switches behind a
+ * trunk port are one interval of those numbers, or the rest of the part
+ * without one interval; it writes that region into the port (PORT_PRUNE),
+ * and a group's frame leaves by the trunk only if a member's or a multicast
+ * router's switch lies in it. A trunk without PORT_PRUNE gets all IPv6
+ * multicast: one in a part with a loop (no tree to number), or one with a
+ * switch behind it that does not learn here (a switch with snooping off, a
+ * bridge or Open vSwitch switch). A group with more members than the list
+ * holds, or one that could not be recorded (the map was full), goes to every
+ * trunk. Without this, every host's start-up multicast (DAD, router
+ * solicitations, MLD reports) crossed every switch of a chain: n hosts times
+ * n switches (docs/scale.md).
+ *
  * Maps (filled from user space, fidelnet.kernel.l2switch):
  *   sw_ports:  port ifindex -> its switch, its slot in the flood list, forwarding
  *   sw_state:  switch id -> number of flood slots, up/down, generation (a new
@@ -51,6 +70,8 @@
  *   sw_fdb:    (switch, MAC) -> port ifindex, last seen (LRU)
  *   sw_mdb:    (switch, port ifindex, IPv6 group) -> port generation (LRU)
  *   sw_mrouter: port ifindex -> port generation, last query or PIM seen
+ *   sw_groups: IPv6 group -> edge ports with a member (:: -> with a router)
+ *   sw_global: [0] = 1 once a group could not be recorded
  *   sw_stats:  per-CPU counters, enum counter below
  */
 #include <linux/bpf.h>
@@ -67,15 +88,18 @@
 #define REFRESH_NS (1000000000ULL)
 #define MROUTER_NS (255ULL * 1000000000ULL) /* as a bridge's multicast_router_timeout */
 #define MAX_RECORDS 64 /* MLDv2 records read from one report */
+#define MEMBERS 8 /* edge ports listed per group; more: every trunk gets it */
+#define MAX_GROUPS 65536
 
 #define SW_SNOOP 1 /* struct sw flags: snoop MLD */
 #define PORT_TRUNK 1 /* struct port flags: the link leads to another switch */
+#define PORT_PRUNE 2 /* a trunk with a region: multicast only for what lies there */
 
 /* What to do with a multicast frame (flood_ctx.mode). */
 enum mode {
 	FLOOD_ALL = 0,	/* every other port */
-	TO_ROUTERS,	/* trunk and router ports: an MLD report or done */
-	TO_MEMBERS,	/* trunk, router and member ports of the group */
+	TO_ROUTERS,	/* router ports and trunks toward one: an MLD report or done */
+	TO_MEMBERS,	/* member and router ports, trunks toward either */
 };
 
 enum counter {
@@ -94,6 +118,7 @@ enum counter {
 	PRUNED,		/* IPv6 multicast no other port wanted: not sent */
 	MLD_JOINED,	/* group memberships learnt from MLD reports */
 	MLD_LEFT,	/* group memberships ended by MLD reports or dones */
+	TRUNK_PRUNED,	/* copies not sent on a trunk: nothing wanted behind it */
 	COUNTERS,
 };
 
@@ -101,8 +126,13 @@ struct port {
 	__u32 sw;
 	__u32 slot;
 	__u32 up;
-	__u32 flags;	/* PORT_TRUNK */
+	__u32 flags;	/* PORT_TRUNK, PORT_PRUNE */
 	__u32 gen;	/* changes each time the port comes up (MLD memberships) */
+	/* PORT_PRUNE: the switches behind it, by number: lo..hi but not xlo..xhi */
+	__u32 lo;
+	__u32 hi;
+	__u32 xlo;
+	__u32 xhi;
 	__u32 pad;
 };
 
@@ -111,6 +141,14 @@ struct sw {
 	__u32 up;
 	__u32 gen;	/* addresses learnt under another generation are forgotten */
 	__u32 flags;	/* SW_SNOOP */
+	__u32 num;	/* depth-first number in its part of the topology; 0: none */
+	__u32 pad;
+};
+
+struct members {
+	__u32 port[MEMBERS];	/* edge port ifindexes; 0: free */
+	__u32 overflow;		/* more than MEMBERS at once: every trunk gets the group */
+	__u32 pad;
 };
 
 struct mdb_key {
@@ -187,6 +225,21 @@ struct {
 } sw_mrouter SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_GROUPS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct in6_addr);
+	__type(value, struct members);
+} sw_groups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sw_global SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTERS);
 	__type(key, __u32);
@@ -210,6 +263,8 @@ struct flood_ctx {
 	__u32 mode;	/* enum mode */
 	__u64 now;
 	struct in6_addr group; /* TO_MEMBERS */
+	__u32 all;	/* every trunk gets it */
+	__u32 nums[2 * MEMBERS]; /* switches with a member or router (0: none) */
 };
 
 /* A multicast router was seen behind this port lately. */
@@ -218,6 +273,19 @@ static __always_inline int is_mrouter(__u32 ifindex, __u32 gen, __u64 now)
 	struct mark *m = bpf_map_lookup_elem(&sw_mrouter, &ifindex);
 
 	return m && m->gen == gen && now - m->seen < MROUTER_NS;
+}
+
+/* A switch with a member or a router lies in trunk port p's region. */
+static __always_inline int behind(struct flood_ctx *c, struct port *p)
+{
+	for (int i = 0; i < 2 * MEMBERS; i++) {
+		__u32 n = c->nums[i];
+
+		if (n && n >= p->lo && n <= p->hi && !(n >= p->xlo && n <= p->xhi))
+			return 1;
+	}
+	count(TRUNK_PRUNED, 1);
+	return 0;
 }
 
 /* Whether a frame of mode c->mode goes out of port `out`. */
@@ -232,7 +300,9 @@ static __always_inline int wanted(struct flood_ctx *c, __u32 out)
 	p = bpf_map_lookup_elem(&sw_ports, &out);
 	if (!p)
 		return 0;
-	if ((p->flags & PORT_TRUNK) || is_mrouter(out, p->gen, c->now))
+	if (p->flags & PORT_TRUNK)
+		return !(p->flags & PORT_PRUNE) || c->all || behind(c, p);
+	if (is_mrouter(out, p->gen, c->now))
 		return 1;
 	if (c->mode != TO_MEMBERS)
 		return 0;
@@ -260,6 +330,89 @@ static long flood_slot(__u32 i, void *data)
 	return 0;
 }
 
+static const struct in6_addr ROUTERS; /* the group :: lists the router ports */
+
+static __always_inline void groups_full(void)
+{
+	__u32 zero = 0, *full = bpf_map_lookup_elem(&sw_global, &zero);
+
+	if (full)
+		*full = 1;
+}
+
+/* Edge port `ifindex` is listed under `group` (a free slot, or one whose port is
+ * gone); no slot left: the group goes to every trunk from now on. Lock-free:
+ * a slot changes by compare-and-swap only, so two CPUs never take the same. */
+static __always_inline void list_port(const struct in6_addr *group, __u32 ifindex)
+{
+	struct members *m = bpf_map_lookup_elem(&sw_groups, group);
+	struct members none = {};
+
+	if (!m) {
+		bpf_map_update_elem(&sw_groups, group, &none, BPF_NOEXIST);
+		m = bpf_map_lookup_elem(&sw_groups, group);
+		if (!m) {
+			groups_full();
+			return;
+		}
+	}
+	for (int i = 0; i < MEMBERS; i++)
+		if (m->port[i] == ifindex)
+			return;
+	for (int i = 0; i < MEMBERS; i++) {
+		__u32 cur = m->port[i];
+
+		if (cur && bpf_map_lookup_elem(&sw_ports, &cur))
+			continue;
+		if (__sync_val_compare_and_swap(&m->port[i], cur, ifindex) == cur)
+			return;
+	}
+	m->overflow = 1;
+}
+
+static __always_inline void unlist_port(const struct in6_addr *group, __u32 ifindex)
+{
+	struct members *m = bpf_map_lookup_elem(&sw_groups, group);
+
+	if (!m)
+		return;
+	for (int i = 0; i < MEMBERS; i++)
+		if (m->port[i] == ifindex)
+			__sync_val_compare_and_swap(&m->port[i], ifindex, 0);
+}
+
+/* The numbers of the switches with a port listed under `group` into nums[at..];
+ * routers: only ports where a router was seen lately. Returns 1 when every trunk
+ * must get the frame. */
+static __always_inline int collect(struct flood_ctx *c, const struct in6_addr *group, int at,
+				   int routers)
+{
+	struct members *m = bpf_map_lookup_elem(&sw_groups, group);
+
+	if (!m) {
+		__u32 zero = 0, *full = bpf_map_lookup_elem(&sw_global, &zero);
+
+		return !routers && full && *full; /* unknown: none, unless not recordable */
+	}
+	if (m->overflow)
+		return 1;
+	for (int i = 0; i < MEMBERS; i++) {
+		__u32 ix = m->port[i];
+		struct port *q;
+		struct sw *s;
+
+		if (!ix)
+			continue;
+		q = bpf_map_lookup_elem(&sw_ports, &ix);
+		if (!q || (routers && !is_mrouter(ix, q->gen, c->now)))
+			continue;
+		s = bpf_map_lookup_elem(&sw_state, &q->sw);
+		if (s)
+			c->nums[(at + i) & (2 * MEMBERS - 1)] = s->num;
+	}
+	return 0;
+}
+
 /* One listener more or less for `group` behind port `in` (its generation `gen`). */
 static __always_inline void membership(__u32 sw, __u32 in, __u32 gen, struct in6_addr *group,
 				       int join, __u64 now)
@@ -270,8 +423,10 @@ static __always_inline void membership(__u32 sw, __u32 in, __u32 gen, struct in6
 	__builtin_memcpy(&k.group, group, sizeof(k.group));
 	if (join) {
 		bpf_map_update_elem(&sw_mdb, &k, &m, BPF_ANY);
+		list_port(group, in);
 		count(MLD_JOINED, 1);
 	} else if (bpf_map_delete_elem(&sw_mdb, &k) == 0) {
+		unlist_port(group, in);
 		count(MLD_LEFT, 1);
 	}
 }
@@ -338,6 +493,8 @@ static __always_inline __u32 mld_snoop(struct __sk_buff *skb, struct ipv6hdr *ip
 	}
 	if (next == 103) { /* PIM: a multicast router is behind this port */
 		bpf_map_update_elem(&sw_mrouter, &c->in, &router, BPF_ANY);
+		if (!(p->flags & PORT_TRUNK))
+			list_port(&ROUTERS, c->in);
 		return FLOOD_ALL;
 	}
 	if (next != 58 || bpf_skb_load_bytes(skb, off, &type, 1) < 0)
@@ -348,6 +505,7 @@ static __always_inline __u32 mld_snoop(struct __sk_buff *skb, struct ipv6hdr *ip
 	switch (type) {
 	case 130: /* query: a querier (a multicast router) is behind this port */
 		bpf_map_update_elem(&sw_mrouter, &c->in, &router, BPF_ANY);
+		list_port(&ROUTERS, c->in);
 		return FLOOD_ALL;
 	case 131: /* MLDv1 report */
 	case 132: /* MLDv1 done */
@@ -417,6 +575,9 @@ int l2switch(struct __sk_buff *skb)
 
 		if ((void *)(ip6 + 1) <= end)
 			c.mode = mld_snoop(skb, ip6, src.sw, p, &c);
+		if (c.mode != FLOOD_ALL)
+			c.all = collect(&c, &ROUTERS, 0, 1) ||
+				(c.mode == TO_MEMBERS && collect(&c, &c.group, MEMBERS, 0));
 	}
 	if (!s->up) {
 		count(SWITCH_DOWN, 1);

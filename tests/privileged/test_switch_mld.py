@@ -1,7 +1,8 @@
 """MLD snooping on the BPF switch, on real namespaces: IPv6 multicast reaches the nodes
 that joined the group (across switches), not the others; a leave stops it; a link
 that goes down and up is learnt again; ff02::1 and neighbour discovery still work;
-``mld_snooping: false`` floods."""
+``mld_snooping: false`` floods; a trunk carries a group only toward a switch with a
+member, or toward a switch that does not snoop."""
 
 from __future__ import annotations
 
@@ -51,6 +52,19 @@ def _spec(snooping: bool = True) -> TopologySpec:
     return t
 
 
+def _star(s3_snooping: bool = True) -> TopologySpec:
+    """s1 with h1 and h2, s2 with h3, s3 with h4; trunks s1-s2 and s1-s3."""
+    t = TopologySpec()
+    for s in ("s1", "s2", "s3"):
+        t.add_node(NodeSpec(s, kind="switch", mld_snooping=s3_snooping or s != "s3"))
+    for h in ("h1", "h2", "h3", "h4"):
+        t.add_node(NodeSpec(h))
+    for a, b in (("h1", "s1"), ("h2", "s1"), ("s1", "s2"), ("s1", "s3"), ("h3", "s2")):
+        t.add_link(LinkSpec(a, b))
+    t.add_link(LinkSpec("h4", "s3"))
+    return t
+
+
 def _rx(node: Node) -> int:
     return int(node.cmd(f"cat /sys/class/net/{node.name}-eth0/statistics/rx_packets").strip())
 
@@ -75,7 +89,7 @@ def _send(node: Node, n: int = 200) -> None:
 
 
 def _deltas(net: Network, sender: str, n: int = 200) -> dict[str, int]:
-    before = {h: _rx(net[h]) for h in ("h1", "h2", "h3")}
+    before = {h: _rx(net[h]) for h in ("h1", "h2", "h3", "h4") if h in net.nodes}
     _send(net[sender], n)
     time.sleep(0.2)
     return {h: _rx(net[h]) - before[h] for h in before if h != sender}
@@ -85,7 +99,7 @@ def _settled(net: Network) -> None:
     """Past the hosts' start-up: every link-local address through DAD (a tentative
     address cannot send), and the start-up multicast over."""
     deadline = time.monotonic() + 15
-    for h in ("h1", "h2", "h3"):
+    for h in [h for h in ("h1", "h2", "h3", "h4") if h in net.nodes]:
         while True:
             out = net[h].cmd(f"ip -6 addr show dev {h}-eth0")
             if "fe80::" in out and "tentative" not in out:
@@ -156,6 +170,51 @@ def test_without_snooping_group_traffic_floods() -> None:
         try:
             got = _deltas(net, "h1")
             assert got["h3"] >= 200 and got["h2"] >= 200
+        finally:
+            listener.terminate()
+            listener.wait()
+
+
+def _trunk_rx(net: Network, port: str) -> int:
+    """Frames the switch port ``port`` (in the fabric namespace) sent toward its peer."""
+    s = net[port.split("-")[0]]
+    out = s.cmd(f"cat /sys/class/net/{port}/statistics/tx_packets")
+    return int(out.strip())
+
+
+def test_a_trunk_carries_a_group_only_toward_a_listener() -> None:
+    with Network(_star()) as net:
+        _settled(net)
+        s1 = net["s1"]
+        assert isinstance(s1, Switch)
+        listener = _listen(net["h3"])  # behind the trunk to s2
+        try:
+            to_s3 = _trunk_rx(net, "s1-eth4")
+            pruned = s1.datapath_stats()["counters_all_switches"]["trunk_pruned"]
+            got = _deltas(net, "h1")
+            assert got["h3"] >= 200 and got["h4"] < 20 and got["h2"] < 20
+            # s3 has no member: the group's frames did not even cross to it.
+            assert _trunk_rx(net, "s1-eth4") - to_s3 < 20
+            stats = s1.datapath_stats()["counters_all_switches"]
+            assert stats["trunk_pruned"] - pruned >= 200
+            # From h4 (behind s3): through s1, to s2 only.
+            got = _deltas(net, "h4")
+            assert got["h3"] >= 200 and got["h1"] < 20 and got["h2"] < 20
+        finally:
+            listener.terminate()
+            listener.wait()
+        time.sleep(0.3)
+        got = _deltas(net, "h4")  # left: nobody listens, nothing crosses
+        assert got["h3"] < 20
+
+
+def test_a_trunk_toward_a_switch_that_does_not_snoop_carries_every_group() -> None:
+    with Network(_star(s3_snooping=False)) as net:
+        _settled(net)
+        listener = _listen(net["h4"])  # behind s3, which learns nothing
+        try:
+            got = _deltas(net, "h3")  # s2 -> s1 -> s3
+            assert got["h4"] >= 200 and got["h2"] < 20  # s1 still prunes its edge
         finally:
             listener.terminate()
             listener.wait()

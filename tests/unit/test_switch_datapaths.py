@@ -162,18 +162,31 @@ class _Prog:
         self.snoop: dict[int, bool] = {}
         self.trunks: dict[int, bool] = {}
         self.port_gens: dict[int, int] = {}
+        self.nums: dict[int, int] = {}
+        self.regions: dict[int, tuple[int, int, int, int] | None] = {}
 
-    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True) -> None:
+    def set_switch(
+        self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True, num: int = 0
+    ) -> None:
         self.switches[sw] = (slots, up)
         self.gens[sw] = gen
         self.snoop[sw] = snoop
+        self.nums[sw] = num
 
     def set_port(
-        self, ifindex: int, sw: int, slot: int, up: bool, trunk: bool = False, gen: int = 0
+        self,
+        ifindex: int,
+        sw: int,
+        slot: int,
+        up: bool,
+        trunk: bool = False,
+        gen: int = 0,
+        region: tuple[int, int, int, int] | None = None,
     ) -> None:
         self.ports[ifindex] = (sw, slot, up)
         self.trunks[ifindex] = trunk
         self.port_gens[ifindex] = gen
+        self.regions[ifindex] = region
 
     def remove_port(self, ifindex: int, sw: int, slot: int) -> None:
         self.removed.append(ifindex)
@@ -303,13 +316,64 @@ def test_bpf_datapath_blocks_the_ports_off_its_computed_tree_and_follows_failure
     # Root s1: its links to s2 and s3 are the tree; s2-s3 is blocked at both ends.
     assert fwd("s1-eth1") and fwd("s2-eth1") and fwd("s3-eth3") and fwd("s1-eth3")
     assert not fwd("s2-eth2") and not fwd("s3-eth2")
+    # Multicast pruning follows the tree: s1 (root) 1, then s2 and s3 below it.
+    num = {n: prog.nums[i] for n, i in (("s1", 1), ("s2", 2), ("s3", 3))}
+    assert num["s1"] == 1 and sorted(num.values()) == [1, 2, 3]
+
+    def behind(port: str) -> set[str]:
+        r = prog.regions[intfs[port].index]
+        assert r is not None
+        return {n for n, x in num.items() if r[0] <= x <= r[1] and not r[2] <= x <= r[3]}
+
+    assert behind("s1-eth1") == {"s2"} and behind("s1-eth3") == {"s3"}
+    assert behind("s2-eth1") == {"s1", "s3"} and behind("s3-eth3") == {"s1", "s2"}
     gens = dict(prog.gens)
     dp.set_port_up(sws["s1"], intfs["s1-eth1"], False)  # s1-s2 fails: s2 via s3 now
     assert fwd("s2-eth2") and fwd("s3-eth2") and not fwd("s1-eth1") and not fwd("s2-eth1")
     # The tree changed: every STP switch forgets what it learnt (a new generation).
     assert all(prog.gens[sw] == gens[sw] + 1 for sw in (1, 2, 3))
+    num = {n: prog.nums[i] for n, i in (("s1", 1), ("s2", 2), ("s3", 3))}
+    assert behind("s1-eth3") == {"s3", "s2"} and behind("s3-eth2") == {"s2"}
+    assert behind("s2-eth2") == {"s1", "s3"}
     dp.set_port_up(sws["s1"], intfs["s1-eth1"], True)  # back: the first tree again
     assert fwd("s1-eth1") and not fwd("s2-eth2")
+    num = {n: prog.nums[i] for n, i in (("s1", 1), ("s2", 2), ("s3", 3))}
+    assert behind("s1-eth1") == {"s2"}
+
+
+def test_regions_of_a_tree_a_loop_and_sinks() -> None:
+    from fidelnet.switches.regions import number
+
+    # s1 - s2 - s3, and s2 - s4 - s5: a tree; s6 alone; s7 = s8 twice (a loop).
+    edges = [("s1", "s2", 0), ("s2", "s3", 1), ("s2", "s4", 2), ("s4", "s5", 3)]
+    edges += [("s7", "s8", 4), ("s8", "s7", 5)]
+    names = [f"s{i}" for i in range(1, 9)]
+    n = number(names, edges, sinks=set())
+    assert sorted(n.numbers.values()) == list(range(1, 9))  # unique over the run
+    assert n.numbers["s1"] == 1
+
+    def behind(sw: str, key: int) -> set[str] | None:
+        r = n.regions[(sw, key)]
+        return None if r is None else {s for s in names if n.numbers[s] in r}
+
+    assert behind("s1", 0) == {"s2", "s3", "s4", "s5"}
+    assert behind("s2", 0) == {"s1"}
+    assert behind("s2", 2) == {"s4", "s5"} and behind("s4", 2) == {"s1", "s2", "s3"}
+    assert behind("s5", 3) == {"s1", "s2", "s3", "s4"}
+    assert behind("s3", 1) == {"s1", "s2", "s4", "s5"}
+    assert behind("s7", 4) is None and behind("s8", 5) is None  # a loop: all multicast
+    # A sink (snooping off, or a bridge behind it): every port toward it takes all.
+    m = number(names, edges, sinks={"s5"})
+    assert m.regions[("s1", 0)] is None and m.regions[("s2", 2)] is None
+    assert m.regions[("s4", 3)] is None
+    assert m.regions[("s2", 1)] is not None and m.regions[("s5", 3)] is not None
+    # A chain of 10,000 switches: no recursion limit, every end's region exact.
+    chain = [f"c{i}" for i in range(10_000)]
+    c = number(chain, [(chain[i], chain[i + 1], i) for i in range(9_999)], set())
+    r = c.regions[("c0", 0)]
+    assert r is not None and r.bounds() == (2, 10_000, 1, 0)
+    r = c.regions[("c9999", 9_998)]
+    assert r is not None and 1 in r and 9_999 in r and 10_000 not in r
 
 
 def test_controllers_are_checked_by_name_kind_port_and_need_an_ovs_switch() -> None:

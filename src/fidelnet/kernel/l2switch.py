@@ -60,6 +60,7 @@ COUNTERS = (
     "pruned",
     "mld_joined",
     "mld_left",
+    "trunk_pruned",
 )
 """The program's counters, in the order of its ``enum counter``."""
 
@@ -69,11 +70,22 @@ redirect (priority 1) and its loss filter (2)."""
 
 MAX_SWITCHES = 65536
 MAX_SLOTS = 65536
-_MAPS = ("sw_ports", "sw_state", "sw_flood", "sw_fdb", "sw_mdb", "sw_mrouter", "sw_stats")
+_MAPS = (
+    "sw_ports",
+    "sw_state",
+    "sw_flood",
+    "sw_fdb",
+    "sw_mdb",
+    "sw_mrouter",
+    "sw_groups",
+    "sw_global",
+    "sw_stats",
+)
 _BPF_MAP_LOOKUP_ELEM, _BPF_MAP_UPDATE_ELEM, _BPF_MAP_DELETE_ELEM = 1, 2, 3
 _BPF_MAP_GET_NEXT_KEY, _BPF_OBJ_GET = 4, 7
 _SW_SNOOP = 1
 _PORT_TRUNK = 1
+_PORT_PRUNE = 2
 _CLSACT = 0xFFFF0000
 _INGRESS = 0xFFFFFFF2  # TC_H_CLSACT | TC_H_MIN_INGRESS
 _ETH_P_ALL = 0x0003
@@ -177,22 +189,37 @@ class SwitchProgram:
         except OSError as exc:
             raise KernelError(f"bpf switch: updating {name}: {exc}") from exc
 
-    def set_switch(self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True) -> None:
+    def set_switch(
+        self, sw: int, slots: int, up: bool, gen: int = 0, snoop: bool = True, num: int = 0
+    ) -> None:
         """Switch ``sw``: how many flood slots it has, whether it forwards, its
-        generation (a new one forgets every address it learnt), and whether it snoops
-        MLD."""
+        generation (a new one forgets every address it learnt), whether it snoops
+        MLD, and its depth-first number (:mod:`fidelnet.switches.regions`; 0: none)."""
         if not 0 < sw < MAX_SWITCHES or slots > MAX_SLOTS:
             raise KernelError(f"bpf switch: switch {sw} with {slots} ports is out of range")
-        value = struct.pack("<IIII", slots, int(up), gen & 0xFFFFFFFF, _SW_SNOOP if snoop else 0)
+        flags = _SW_SNOOP if snoop else 0
+        value = struct.pack("<IIIIII", slots, int(up), gen & 0xFFFFFFFF, flags, num, 0)
         self._update("sw_state", struct.pack("<I", sw), value)
 
     def set_port(
-        self, ifindex: int, sw: int, slot: int, up: bool, trunk: bool = False, gen: int = 0
+        self,
+        ifindex: int,
+        sw: int,
+        slot: int,
+        up: bool,
+        trunk: bool = False,
+        gen: int = 0,
+        region: tuple[int, int, int, int] | None = None,
     ) -> None:
         """Port ``ifindex`` is slot ``slot`` of switch ``sw``; up: it receives frames;
-        trunk: its link leads to another switch; ``gen``: the MLD memberships learnt
-        under another generation are forgotten."""
-        value = struct.pack("<IIIIII", sw, slot, up, _PORT_TRUNK if trunk else 0, gen, 0)
+        trunk: its link leads to another switch, and ``region`` the numbers of the
+        switches behind it, ``(lo, hi, xlo, xhi)``: lo..hi without xlo..xhi (None: all
+        IPv6 multicast goes there); ``gen``: the MLD
+        memberships learnt under another generation are forgotten."""
+        prune = trunk and region is not None
+        flags = (_PORT_TRUNK if trunk else 0) | (_PORT_PRUNE if prune else 0)
+        lo, hi, xlo, xhi = region if region is not None and prune else (0, 0, 0, 0)
+        value = struct.pack("<10I", sw, slot, up, flags, gen, lo, hi, xlo, xhi, 0)
         self._update("sw_ports", struct.pack("<I", ifindex), value)
         self._update(
             "sw_flood", struct.pack("<II", sw, slot), struct.pack("<I", ifindex if up else 0)

@@ -9,6 +9,12 @@ switches start blocked, as STP ports start listening, and forward once the tree 
 computed (when the network waits for its switches to forward), and again each time a
 link goes down or up. What the program does with a frame is documented in its
 source; how it compares with a Linux bridge in docs/switches.md.
+
+For MLD snooping across switches, every switch also gets a depth-first number and
+every port to another switch the region of numbers behind it
+(:mod:`fidelnet.switches.regions`), computed from the spec's links before the first
+such port exists, and again when the spanning tree changes or a link the numbering
+has not seen appears.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fidelnet.errors import KernelError
 from fidelnet.kernel import l2switch
 from fidelnet.kernel.state import STATE_DIR
+from fidelnet.switches import regions
 from fidelnet.switches.tree import Edge, spanning_tree
 
 if TYPE_CHECKING:
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
 
     from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Switch
+    from fidelnet.topology.spec import NodeSpec, TopologySpec
 
 __all__ = ["BpfDatapath"]
 
@@ -39,8 +47,15 @@ class _Port:
     up: bool = True  # administratively (the interface)
     link: int | None = None  # index in the spec's links, on a link between STP switches
     forwarding: bool = True  # what the maps say
-    trunk: bool = False  # the link leads to another switch: all multicast goes there
+    trunk: bool = False  # the link leads to another switch
     gen: int = 0  # changes each time the port comes up: MLD memberships start afresh
+    key: int | None = None  # index in the spec's links (any link)
+    region: regions.Region | None = None  # a trunk's: what lies behind (None: all)
+
+
+def _on_bpf(spec: NodeSpec, topo: TopologySpec) -> bool:
+    """Whether switch ``spec`` runs here (this datapath exists, so BPF can run)."""
+    return (spec.datapath or topo.datapath) not in ("bridge", "ovs")
 
 
 class BpfDatapath:
@@ -70,6 +85,9 @@ class BpfDatapath:
         self._gen: dict[str, int] = {}  # switch -> generation of its address table
         self._port_gen = 0  # the last port generation given out
         self._snoop: dict[str, bool] = {}  # switch -> snoops MLD
+        self._numbering: regions.Numbering | None = None  # for trunk pruning
+        self._tree: set[int] | None = None  # the STP links' tree, once computed
+        self._topo: TopologySpec | None = None
 
     def program(self) -> l2switch.SwitchProgram:
         """The switch program, loaded on first use."""
@@ -90,6 +108,7 @@ class BpfDatapath:
                 "on the bpf datapath"
             )
         self._ids[switch.name] = sw
+        self._topo = switch.net.spec
         self._slots[switch.name] = {}
         self._up[switch.name] = True
         if switch.spec.stp:
@@ -112,6 +131,12 @@ class BpfDatapath:
         link, peer = self._link_of(switch, intf.name)
         peer_node = switch.net.nodes.get(peer) if peer is not None else None
         port.trunk = peer_node is not None and peer_node.kind == "switch"
+        port.key = link
+        if port.trunk and link is not None:
+            if self._numbering is None or link not in self._numbering.links:
+                self._renumber(switch.net.spec)
+            assert self._numbering is not None
+            port.region = self._numbering.regions.get((switch.name, link))
         if switch.name in self._stp and link is not None and peer in self._stp:
             # A link between two STP switches: blocked until the tree says otherwise.
             port.link, port.forwarding = link, False
@@ -129,8 +154,47 @@ class BpfDatapath:
 
     def _write_port(self, index: int, port: _Port) -> None:
         self.program().set_port(
-            index, port.sw, port.slot, port.forwarding, trunk=port.trunk, gen=port.gen
+            index,
+            port.sw,
+            port.slot,
+            port.forwarding,
+            trunk=port.trunk,
+            gen=port.gen,
+            region=port.region.bounds() if port.region is not None else None,
         )
+
+    def _renumber(self, topo: TopologySpec) -> None:
+        """Number the switches and give every trunk port its region, from the spec's
+        links between switches on this datapath (between STP switches: the computed
+        tree's, none before it exists); rewrite what changed."""
+        on = {n.name: n for n in topo.switches() if _on_bpf(n, topo)}
+        edges: list[tuple[str, str, int]] = []
+        sinks = {name for name, n in on.items() if not n.mld_snooping}
+        for key, lk in enumerate(topo.links):
+            a, b = topo.nodes.get(lk.a), topo.nodes.get(lk.b)
+            if a is None or b is None or a.kind != "switch" or b.kind != "switch":
+                continue
+            if lk.a not in on or lk.b not in on:
+                # A bridge or OVS switch behind: what its side listens to is not learnt.
+                sinks.update(n for n in (lk.a, lk.b) if n in on)
+                continue
+            if on[lk.a].stp and on[lk.b].stp and (self._tree is None or key not in self._tree):
+                continue  # blocked until the tree is computed, or off the tree
+            edges.append((lk.a, lk.b, key))
+        numbering = regions.number(list(on), edges, sinks)
+        numbering.links.update(range(len(topo.links)))  # every link in the spec seen
+        old = self._numbering
+        self._numbering = numbering
+        for name in self._ids:
+            if old is None or old.numbers.get(name) != numbering.numbers.get(name):
+                self._write_switch(name)
+        for index, port in self._ports.items():
+            if not port.trunk or port.key is None:
+                continue
+            region = numbering.regions.get((port.switch, port.key))
+            if region != port.region:
+                port.region = region
+                self._write_port(index, port)
 
     def _link_of(self, switch: Switch, intf: str) -> tuple[int | None, str | None]:
         """The spec's link that ``intf`` of ``switch`` ends, and the node at its other end."""
@@ -182,6 +246,8 @@ class BpfDatapath:
                 a, b = (self._ports[i].sw for i in idx)
                 edges.append(Edge(a, b, link))
         tree = spanning_tree((self._ids[n] for n in self._stp), edges)
+        renumber = tree != self._tree
+        self._tree = tree
         changed = False
         for index, port in self._ports.items():
             if port.link is None:
@@ -192,6 +258,8 @@ class BpfDatapath:
                 self._write_port(index, port)
                 changed = True
         self._tree_dirty = False
+        if renumber and self._topo is not None:
+            self._renumber(self._topo)
         if changed:
             # As STP's topology change does: forget what was learnt on the old tree,
             # or frames keep following it into ports that no longer lead anywhere.
@@ -206,6 +274,7 @@ class BpfDatapath:
             self._up[name],
             self._gen[name],
             snoop=self._snoop[name],
+            num=self._numbering.numbers.get(name, 0) if self._numbering else 0,
         )
 
     def set_switch_up(self, switch: Switch, up: bool) -> None:
