@@ -24,9 +24,18 @@ Total = build + teardown + the kernel's cleanup after it (until no kernel worker
 namespace cleanup: :mod:`fidelnet.kernel.nscleanup`, the same test on both sides).
 The peer is not started when the previous size predicts it would take longer than
 ``--peer-max-s`` (the per-node time of the last size, scaled with the square of the
-size, which is how Mininet grows here); the ``--big`` sizes run fidelnet alone,
-IPv6 off. Records, a provenance header and the plot (seconds per node against nodes,
-log scale) go to ``bench/results/scale-<UTC timestamp>.{json,png}``.
+size, which is how Mininet grows here); the ``--big`` sizes run fidelnet alone, with
+IPv6 on and off (``--big-variants``). Records, a provenance header and the plot
+(seconds per node against nodes, log scale) go to
+``bench/results/scale-<UTC timestamp>.{json,png}``.
+
+**The next build.** The kernel frees a deleted namespace's memory later still than
+its cleanup work (``net_namespace`` objects stay allocated until another namespace
+is destroyed, docs/scale.md). So, last, the first topology (``--next``, by default
+``linear,50``) is built once more right after the biggest one, and its total is
+printed beside its first measurement: whatever the biggest run left to the kernel
+shows there. Each record also holds the machine's ``net_namespace`` slab count after
+it (``/proc/slabinfo``).
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ STANDARD = [
 QUICK = ["linear,50", "linear,150", "tree,2,10", "torus,4,4", "fattree,4"]
 BIG = ["linear,1000", "linear,2500", "linear,5000"]
 VARIANTS = ("fidelnet", "+shells", "ipv6 off", "bridges", "mininet")
+BIG_VARIANTS = ("fidelnet", "ipv6 off")
 _EXTRA = {"ipv6 off": ["--ipv6", "off"], "bridges": ["--datapath", "bridge"]}
 
 
@@ -79,7 +89,30 @@ def measure(variant: str, topo: str, args: argparse.Namespace) -> dict[str, Any]
     record = run_side(side, topo, ns, _EXTRA.get(variant, []))
     record["variant"] = variant
     record["total_s"] = total(record)
+    record["net_namespace_objs"] = netns_objects()
     return record
+
+
+def netns_objects() -> int | None:
+    """Allocated ``net_namespace`` objects, machine-wide (None: no slabinfo)."""
+    try:
+        with open("/proc/slabinfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("net_namespace "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def line(r: dict[str, Any]) -> str:
+    return (
+        f"  {r['topo']:<13} {r['variant']:<9} build {fmt(r.get('build_s'), '.2f')} "
+        f"teardown {fmt(r.get('teardown_s'), '.2f')} "
+        f"cleanup {fmt(r.get('cleanup_s'), '.2f')} total {fmt(r.get('total_s'), '.2f')}"
+        f"  netns objs {r.get('net_namespace_objs')}"
+        + (f"  ERROR {r['error']}" if "error" in r else "")
+    )
 
 
 def family(topo: str) -> str:
@@ -188,7 +221,15 @@ def plot(records: list[dict[str, Any]], path: Path) -> bool:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--topos", nargs="*", help="topologies for all four variants")
-    p.add_argument("--big", nargs="*", help="fidelnet-only sizes (IPv6 off)")
+    p.add_argument("--big", nargs="*", help="fidelnet-only sizes")
+    p.add_argument(
+        "--big-variants",
+        nargs="*",
+        default=list(BIG_VARIANTS),
+        choices=["fidelnet", "+shells", "ipv6 off", "bridges"],
+        help="variants at the --big sizes",
+    )
+    p.add_argument("--next", default=None, help="built again after the biggest (first topo)")
     p.add_argument("--quick", action="store_true", help="small sizes, no --big")
     p.add_argument("--no-peer", action="store_true", help="fidelnet only")
     p.add_argument("--peer-max-s", type=float, default=900.0, help="skip slower peer runs")
@@ -213,25 +254,26 @@ def main() -> int:
                     continue
             r = measure(v, topo, args)
             records.append(r)
-            print(
-                f"  {topo:<13} {v:<9} build {fmt(r.get('build_s'), '.2f')} "
-                f"teardown {fmt(r.get('teardown_s'), '.2f')} "
-                f"cleanup {fmt(r.get('cleanup_s'), '.2f')} total {fmt(r.get('total_s'), '.2f')}"
-                + (f"  ERROR {r['error']}" if "error" in r else ""),
-                flush=True,
-            )
+            print(line(r), flush=True)
     for topo in big:
-        r = measure("ipv6 off", topo, args)
-        records.append(r)
-        print(
-            f"  {topo:<13} ipv6 off  build {fmt(r.get('build_s'), '.2f')} "
-            f"cleanup {fmt(r.get('cleanup_s'), '.2f')} total {fmt(r.get('total_s'), '.2f')}"
-            + (f"  ERROR {r['error']}" if "error" in r else ""),
-            flush=True,
-        )
+        for v in args.big_variants:
+            r = measure(v, topo, args)
+            records.append(r)
+            print(line(r), flush=True)
+    nxt = args.next or (topos[0] if topos else "linear,50")
+    again = measure("fidelnet", nxt, args) if big else None
+    if again is not None:
+        print(line(again), " <- built again after the biggest", flush=True)
     print()
-    for line in table(records, topos + big):
-        print(line)
+    for row in table(records, list(dict.fromkeys(topos + big))):
+        print(row)
+    if again is not None:
+        first = next((r for r in records if r["topo"] == nxt and r["variant"] == "fidelnet"), None)
+        before = first.get("total_s") if first else None
+        print(
+            f"\nnext build after {big[-1]}: {nxt} {fmt(again.get('total_s'), '.2f')} s"
+            + (f" (first measured {fmt(before, '.2f')} s)" if before else "")
+        )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
@@ -248,7 +290,10 @@ def main() -> int:
         ).stdout.strip(),
     }
     path = out / f"scale-{stamp}.json"
-    path.write_text(json.dumps({"header": header, "records": records}, indent=1))
+    doc: dict[str, Any] = {"header": header, "records": records}
+    if again is not None:
+        doc["next_build"] = again
+    path.write_text(json.dumps(doc, indent=1))
     png = out / f"scale-{stamp}.png"
     print(f"\nrecords: {path}")
     print(f"plot:    {png if plot(records, png) else 'not drawn (no matplotlib)'}")

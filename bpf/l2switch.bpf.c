@@ -72,6 +72,7 @@
  *   sw_mrouter: port ifindex -> port generation, last query or PIM seen
  *   sw_groups: IPv6 group -> edge ports with a member (:: -> with a router)
  *   sw_global: [0] = 1 once a group could not be recorded
+ *   sw_scratch: per CPU, where the frame being switched has members or routers
  *   sw_stats:  per-CPU counters, enum counter below
  */
 #include <linux/bpf.h>
@@ -241,6 +242,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} sw_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTERS);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -263,6 +271,13 @@ struct flood_ctx {
 	__u32 mode;	/* enum mode */
 	__u64 now;
 	struct in6_addr group; /* TO_MEMBERS */
+};
+
+/* Where a frame's group has members or routers, gathered once per frame. In a per-CPU
+ * map rather than on the stack: stack slots the verifier knows as 0 on some paths
+ * and unknown on others made it verify the flood loop once per combination (150,000
+ * instructions, half a second per load); map memory is always just "unknown". */
+struct scratch {
 	__u32 all;	/* every trunk gets it */
 	__u32 nums[2 * MEMBERS]; /* switches with a member or router (0: none) */
 };
@@ -275,11 +290,17 @@ static __always_inline int is_mrouter(__u32 ifindex, __u32 gen, __u64 now)
 	return m && m->gen == gen && now - m->seen < MROUTER_NS;
 }
 
-/* A switch with a member or a router lies in trunk port p's region. */
-static __always_inline int behind(struct flood_ctx *c, struct port *p)
+/* A switch with a member or a router lies in trunk port p's region (what the
+ * frame's scratch says), or the frame goes to every trunk. */
+static __always_inline int behind(struct port *p)
 {
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&sw_scratch, &zero);
+
+	if (!sc || sc->all)
+		return 1;
 	for (int i = 0; i < 2 * MEMBERS; i++) {
-		__u32 n = c->nums[i];
+		__u32 n = sc->nums[i];
 
 		if (n && n >= p->lo && n <= p->hi && !(n >= p->xlo && n <= p->xhi))
 			return 1;
@@ -301,7 +322,7 @@ static __always_inline int wanted(struct flood_ctx *c, __u32 out)
 	if (!p)
 		return 0;
 	if (p->flags & PORT_TRUNK)
-		return !(p->flags & PORT_PRUNE) || c->all || behind(c, p);
+		return !(p->flags & PORT_PRUNE) || behind(p);
 	if (is_mrouter(out, p->gen, c->now))
 		return 1;
 	if (c->mode != TO_MEMBERS)
@@ -381,11 +402,11 @@ static __always_inline void unlist_port(const struct in6_addr *group, __u32 ifin
 			__sync_val_compare_and_swap(&m->port[i], ifindex, 0);
 }
 
-/* The numbers of the switches with a port listed under `group` into nums[at..];
+/* The numbers of the switches with a port listed under `group` into sc->nums[at..];
  * routers: only ports where a router was seen lately. Returns 1 when every trunk
  * must get the frame. */
-static __always_inline int collect(struct flood_ctx *c, const struct in6_addr *group, int at,
-				   int routers)
+static __always_inline int collect(struct scratch *sc, const struct in6_addr *group, int at,
+				   int routers, __u64 now)
 {
 	struct members *m = bpf_map_lookup_elem(&sw_groups, group);
 
@@ -404,11 +425,11 @@ static __always_inline int collect(struct flood_ctx *c, const struct in6_addr *g
 		if (!ix)
 			continue;
 		q = bpf_map_lookup_elem(&sw_ports, &ix);
-		if (!q || (routers && !is_mrouter(ix, q->gen, c->now)))
+		if (!q || (routers && !is_mrouter(ix, q->gen, now)))
 			continue;
 		s = bpf_map_lookup_elem(&sw_state, &q->sw);
 		if (s)
-			c->nums[(at + i) & (2 * MEMBERS - 1)] = s->num;
+			sc->nums[(at + i) & (2 * MEMBERS - 1)] = s->num;
 	}
 	return 0;
 }
@@ -575,9 +596,17 @@ int l2switch(struct __sk_buff *skb)
 
 		if ((void *)(ip6 + 1) <= end)
 			c.mode = mld_snoop(skb, ip6, src.sw, p, &c);
-		if (c.mode != FLOOD_ALL)
-			c.all = collect(&c, &ROUTERS, 0, 1) ||
-				(c.mode == TO_MEMBERS && collect(&c, &c.group, MEMBERS, 0));
+		if (c.mode != FLOOD_ALL) {
+			__u32 zero = 0;
+			struct scratch *sc = bpf_map_lookup_elem(&sw_scratch, &zero);
+
+			if (sc) {
+				__builtin_memset(sc, 0, sizeof(*sc));
+				sc->all = collect(sc, &ROUTERS, 0, 1, now) ||
+					  (c.mode == TO_MEMBERS &&
+					   collect(sc, &c.group, MEMBERS, 0, now));
+			}
+		}
 	}
 	if (!s->up) {
 		count(SWITCH_DOWN, 1);
