@@ -28,18 +28,19 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fidelnet import fastpath, l3, realize, switches
+from fidelnet import dismantle, fastpath, l3, realize, switches
 from fidelnet.errors import NodeError, StateError, ValidationError
-from fidelnet.kernel import cgroups, l2switch, launcher, limits, nscleanup, tc
+from fidelnet.kernel import cgroups, l2switch, launcher, limits, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, process_start_time
-from fidelnet.kernel.teardown import remove_all
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
 from fidelnet.links.divert import divert_or_refuse
 from fidelnet.links.drivers import LinkDriver
 from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
 from fidelnet.links.engine_link import XskBudget
+from fidelnet.nodes._base import NodeBackend
+from fidelnet.nodes.backends import make_backend
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.nodes.shell import finish_starting
@@ -67,6 +68,7 @@ class Network:
         command: str = "",
         node_classes: dict[str, type[Node]] | None = None,
         engine_args: list[str] | None = None,
+        node_backends: dict[str, NodeBackend] | None = None,
     ) -> None:
         self.spec = spec if spec is not None else TopologySpec()
         if spec is not None:
@@ -97,6 +99,7 @@ class Network:
         self.engine_args = engine_args if engine_args is not None else engine_args_from_env()
         self.engine_failure: str | None = None
         self.fastpath: dict[str, fastpath.RouterFastPath] = {}
+        self._node_backends: dict[str, NodeBackend] = dict(node_backends or {})
         """The XDP fast path of each router that has one (docs/fastpath.md)."""
         self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)
         self._started = False
@@ -275,6 +278,7 @@ class Network:
             for link in list(self.spec.links):
                 if id(link) not in self._realized:
                     self._create_link(link)
+            self.start_nodes()
             self.configure()
             finish_starting([n.shell_if_started() for n in starting])
         except BaseException:
@@ -368,6 +372,25 @@ class Network:
             self.datapaths[kind] = switches.make(kind, self.run_id, self._owning_calls())
         return self.datapaths[kind]
 
+    def node_backend(self, kind: str) -> NodeBackend:
+        """The run's node backend of ``kind`` (:mod:`fidelnet.nodes._base`), made on
+        first use."""
+        if kind not in self._node_backends:
+            self._node_backends[kind] = make_backend(kind)
+        return self._node_backends[kind]
+
+    def start_nodes(self) -> None:
+        """Start what runs the nodes built since the last call (VMs boot here, all
+        together, once their links exist), backend by backend."""
+        todo: dict[str, list[Node]] = {}
+        for node in self.nodes.values():
+            if not node.started and node.netns is not None and node.kind != "switch":
+                todo.setdefault(node.backend.kind, []).append(node)
+        for group in todo.values():
+            group[0].backend.start(group)
+            for node in group:
+                node.started = True
+
     def _owning_calls(self) -> tuple[Callable[..., None], Callable[..., None]]:
         assert self._state is not None
         return self.state_record, self._state.gone
@@ -445,56 +468,15 @@ class Network:
         With ``wait_kernel`` (the default) it then waits until the kernel has freed
         the namespaces (at most ``kernel_timeout`` seconds): the kernel does that
         after deletion returns, and until it is done, the next run's namespaces and
-        devices wait for it. ``timings`` says how long each part took."""
+        devices wait for it. ``timings`` says how long each part took
+        (:mod:`fidelnet.dismantle`)."""
         if self._state is None:
             return
-        began = time.perf_counter()
-        self._remove_all()
-        self.timings["teardown"] = time.perf_counter() - began
-        self.timings["kernel_cleanup"] = None
-        if wait_kernel:
-            done = nscleanup.wait_idle(timeout=kernel_timeout)
-            self.timings["kernel_cleanup"] = done.seconds if done.finished else None
-            if not done.finished:
-                log.warning(
-                    "the kernel was still freeing network namespaces after %.0f s; stopped waiting",
-                    kernel_timeout,
-                )
-            elif done.seconds >= 1.0:
-                log.info("the kernel freed the run's namespaces in %.1f s", done.seconds)
+        dismantle.stop(self, wait_kernel, kernel_timeout)
 
-    def _remove_all(self) -> None:
-        assert self._state is not None
-        for node in self.nodes.values():  # all at once: then each close only reaps
-            with contextlib.suppress(Exception):
-                node.kill_processes()
-        for node in self.nodes.values():
-            try:
-                node.close()
-            except Exception as exc:  # teardown goes on: the cgroups end what is left
-                log.warning("run %s: closing %s: %s", self._state.run_id, node.name, exc)
-        if self.engine is not None:
-            failure = self.engine.stop()
-            if failure:
-                self.engine_failure = failure
-                log.error("run %s: the link engine had failed: %s", self._state.run_id, failure)
-            self.engine = None
-        for datapath in self.datapaths.values():
-            datapath.close()
-        self.datapaths.clear()
-        if self._fabric_nl is not None:
-            self._fabric_nl.close()
-            self._fabric_nl = None
-        if self.mount_template is not None:
-            self.mount_template.close()
-            self.mount_template = None
-        if self._exec_server is not None:
-            self._exec_server.close()
-            self._exec_server = None
-        problems = remove_all(self._state)
-        for p in problems:
-            log.error("run %s: teardown: %s", self._state.run_id, p)
-        self._state.close(remove=not problems)
+    def forget(self) -> None:
+        """After teardown: no state, no node, link or driver left (called by
+        :func:`fidelnet.dismantle.remove_all`)."""
         self._state = None
         self.neigh_reserved = 0
         self._started = False

@@ -23,6 +23,7 @@ from fidelnet.links.choice import Choice
 from fidelnet.links.drivers import LinkDriver, TcDriver
 from fidelnet.links.engine_link import add_engine_link
 from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.netns import IPV6_OFF
 from fidelnet.nodes.node import Node, Switch
 from fidelnet.topology.spec import LinkSpec
 
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
 
 __all__ = ["fit_tables", "make_fabric", "realize_link", "realize_node", "setup_end", "wait_stp"]
-
-IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
-"""The sysctls that turn IPv6 off in a namespace, set before its first device."""
 
 
 def fit_tables(net: Network) -> None:
@@ -66,8 +64,9 @@ def make_fabric(net: Network) -> tuple[str, Netlink]:
 
 
 def realize_node(net: Network, node: Node) -> None:
-    """Create the kernel side of ``node``: its bridge in the fabric for a switch, its
-    own namespace (recorded first) for a host or router in one."""
+    """Create the kernel side of ``node``: its place in the fabric for a switch; for
+    a host or router in a namespace, what its backend makes (the namespace, recorded
+    first)."""
     spec = node.spec
     if isinstance(node, Switch):
         node._nl = net._fabric_netlink()
@@ -75,16 +74,7 @@ def realize_node(net: Network, node: Node) -> None:
         node.forwarder = net.datapath(switches.choose(spec, net.spec, l2switch.missing))
         node.forwarder.add_switch(node)
     elif spec.in_namespace:
-        name = net.ns_name(spec.name)
-        with net._owning("netns", name=name):
-            node.netns = ns.create(name)
-        nl = node.netlink()
-        if not net.spec.ipv6:
-            # Before any device exists, so none ever gets an IPv6 address or sends
-            # DAD, router solicitations or MLD reports (docs/scale.md).
-            for key in IPV6_OFF:
-                nl.write_sysctl(key, "1")
-        nl.set_link(1, state="up")
+        node.backend.create(node)  # its namespace, and what its backend needs
 
 
 def realize_link(

@@ -44,7 +44,7 @@ class Interface:
     @property
     def mac(self) -> str | None:
         if self._mac is None:
-            self._mac = str(self.node.netlink().link_info(self.index)["mac"])
+            self._mac = str(self.node.interior().link_info(self.index)["mac"])
         return self._mac
 
     def set_ip(self, cidr: str, *, replace: bool = True) -> None:
@@ -54,14 +54,14 @@ class Interface:
             iface = ipaddress.ip_interface(cidr)
         except ValueError as exc:
             raise ValidationError(f"{self.name}.ip", "not an address with prefix", cidr) from exc
-        nl = self.node.netlink()
+        inside = self.node.interior()
         if replace:
-            nl.flush_addresses(self.index)
-        nl.add_address(self.index, str(iface))
+            inside.flush_addresses(self.index)
+        inside.add_address(self.index, str(iface))
         self._ip, self._prefixlen = str(iface.ip), iface.network.prefixlen
 
     def set_mac(self, mac: str) -> None:
-        self.node.netlink().set_link(self.index, address=mac)
+        self.node.interior().set_link(self.index, address=mac)
         self._mac = mac.lower()
 
     def set_up(self, up: bool = True) -> None:
@@ -69,10 +69,10 @@ class Interface:
         sending to a port before it goes down, and is ready for the first frame (and
         MLD report) that comes in once it is up."""
         self.node.port_changed(self, up)
-        self.node.netlink().set_link(self.index, state="up" if up else "down")
+        self.node.interior().set_link(self.index, state="up" if up else "down")
 
     def is_up(self) -> bool:
-        return bool(self.node.netlink().link_info(self.index)["up"])
+        return bool(self.node.interior().link_info(self.index)["up"])
 
     def peer(self) -> Interface | None:
         if self.link is None:

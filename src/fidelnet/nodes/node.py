@@ -1,7 +1,9 @@
 """Runtime nodes: hosts, routers and switches of a running network.
 
-- :class:`Node`: a network namespace of its own, a lazily started persistent shell,
-  processes started by argv through ``fidelnet-exec``, its interfaces.
+- :class:`Node`: a network namespace of its own (where its links end), a lazily
+  started persistent shell, processes started by argv, its interfaces. How its
+  interior is made and reached is its backend's (:mod:`fidelnet.nodes._base`:
+  ``netns`` today, a fake for tests).
 - :class:`Host`: an end host (the default node).
 - :class:`Router`: a host with IPv4 forwarding on.
 - :class:`Switch`: a switch, forwarded by its datapath (a Linux bridge, or the run's
@@ -22,10 +24,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import KernelError, NodeError, ValidationError
-from fidelnet.kernel import cgroups, launcher
+from fidelnet.kernel import cgroups
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import process_start_time
+from fidelnet.nodes._base import Interior, NodeBackend
 from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.netns import NetnsBackend
 from fidelnet.nodes.shell import Shell, finish_starting
 from fidelnet.topology.spec import NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
@@ -59,6 +63,8 @@ class Node:
         self._shell: Shell | None = None
         self._cgroups: list[str] | None = None
         self._popens: list[subprocess.Popen[Any]] = []
+        self.backend: NodeBackend = _backend_for(net, spec)
+        self.started = False  # its backend started it (Network.start_nodes)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -69,9 +75,15 @@ class Node:
     # -- kernel handles -----------------------------------------------------------
 
     def netlink(self) -> Netlink:
+        """Netlink in the node's namespace, where its links end (for a ``netns`` node
+        that is also its interior)."""
         if self._nl is None:
             self._nl = Netlink(self.netns)
         return self._nl
+
+    def interior(self) -> Interior:
+        """The node's own addresses, routes, neighbours and sysctls (its backend's)."""
+        return self.backend.interior(self)
 
     def cgroup_dirs(self) -> list[str]:
         """The node's cgroups, created (and recorded) on first use."""
@@ -128,17 +140,8 @@ class Node:
         env = {k: v for k, v in os.environ.items() if k in _SHELL_ENV_KEEP}
         env.update(_node_env(self.net))
         env["PS1"] = "\x7f"
-        argv = launcher.exec_argv(
-            ["bash", "--norc", "--noediting", "-is", f"fidelnet:{self.name}"],
-            netns=self.netns,
-            new_mount=self.netns is not None,
-            mount_base=self.net.mount_template.path if self.net.mount_template else None,
-            hostname=self.name if self.netns is not None and self.kind != "switch" else None,
-            cgroups=self.cgroup_dirs(),
-            session=True,
-            ctty=True,
-        )
-        server = getattr(self.net, "exec_server", None)
+        argv, served = self.backend.shell_argv(self)
+        server = getattr(self.net, "exec_server", None) if served else None
         sh = Shell(self.name, argv, env, wait=False, spawn=server().spawn if server else None)
         start = process_start_time(sh.pid)
         if start is not None:
@@ -180,10 +183,7 @@ class Node:
         """Start ``argv`` (a list, never parsed by a shell) inside the node."""
         if isinstance(argv, str):
             raise ValidationError("argv", "must be a list of arguments, not a string", argv)
-        sh = self.shell()
-        full = launcher.exec_argv(
-            list(argv), join_pid=sh.pid, cgroups=self.cgroup_dirs(), cwd=kwargs.pop("cwd", None)
-        )
+        full = self.backend.exec_argv(self, list(argv), kwargs.pop("cwd", None))
         kwargs.setdefault("close_fds", True)
         extra = _node_env(self.net)
         if extra:
@@ -263,6 +263,7 @@ class Node:
         """End the node's processes and release its handles (namespaces are the
         network's to remove)."""
         self.end_processes()
+        self.backend.close(self)
         if self._nl is not None:
             self._nl.close()
             self._nl = None
@@ -304,7 +305,7 @@ class Router(Node):
     kind = "router"
 
     def configure(self) -> None:
-        self.netlink().write_sysctl("net.ipv4.ip_forward", "1")
+        self.interior().write_sysctl("net.ipv4.ip_forward", "1")
 
 
 class Switch(Node):
@@ -350,6 +351,19 @@ class Switch(Node):
 
     def datapath_stats(self) -> dict[str, Any]:
         return self.forwards_by().stats(self)
+
+
+_NETNS = NetnsBackend()
+
+
+def _backend_for(net: Any, spec: NodeSpec) -> NodeBackend:
+    """The network's backend for the node's kind (``netns`` for a switch, and where
+    the network has no choice to make: a stand-in network in a test)."""
+    get = getattr(net, "node_backend", None)
+    if get is None or spec.kind == "switch":
+        return _NETNS
+    backend: NodeBackend = get(spec.backend)
+    return backend
 
 
 def _node_env(net: Any) -> dict[str, str]:

@@ -31,7 +31,14 @@ from fidelnet.scenario.fields import (
 )
 from fidelnet.scenario.limits import MAX_LINKS, MAX_NODES
 from fidelnet.topology import builders
-from fidelnet.topology.spec import EngineEndpoint, FastPath, LinkParams, TopologySpec
+from fidelnet.topology.spec import (
+    NODE_BACKENDS,
+    EngineEndpoint,
+    FastPath,
+    LinkParams,
+    NodeBackendKind,
+    TopologySpec,
+)
 
 __all__ = [
     "BUILDERS",
@@ -215,8 +222,6 @@ class Builder(_Model):
         return builders.dumbbell(self.dumbbell)
 
 
-NODE_BACKENDS: tuple[str, ...] = ("netns",)
-"""Node backends implemented today."""
 _PLANNED_BACKENDS = ("cgroup", "qemu")
 
 
@@ -287,7 +292,7 @@ class Node(_Model):
     ``topology.fastpath``)."""
     openflow: OpenFlow | None = None
     """OpenFlow options (switches on the ``ovs`` datapath)."""
-    backend: Annotated[Literal["netns"], BeforeValidator(_node_backend)] = "netns"
+    backend: Annotated[NodeBackendKind, BeforeValidator(_node_backend)] = "netns"
     """How the node is made: ``netns`` (a network namespace); ``cgroup``, ``qemu`` planned."""
 
 

@@ -147,6 +147,7 @@ def build(scenario: Scenario) -> Built:
                 mld_snooping=node.mld_snooping,
                 fastpath=node.fastpath,
                 openflow=_openflow(node.openflow),
+                backend=node.backend,
             )
         )
     for own in topo.links:

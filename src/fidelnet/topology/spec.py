@@ -52,6 +52,11 @@ FASTPATHS: tuple[str, ...] = ("xdp",)
 Datapath = Literal["auto", "bridge", "bpf", "ovs"]
 DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf", "ovs")
 
+NodeBackendKind = Literal["netns"]
+NODE_BACKENDS: tuple[str, ...] = ("netns",)
+"""How a node is made (:mod:`fidelnet.nodes._base`): ``netns`` today; ``qemu`` is
+being built (issue 12)."""
+
 
 JitterDist = Literal["uniform", "normal"]
 JITTER_DISTS: tuple[str, ...] = ("uniform", "normal")
@@ -138,6 +143,7 @@ class NodeSpec:
     fastpath: FastPath | None = None  # routers only: forward in XDP (docs/fastpath.md)
     openflow: OpenFlowSpec | None = None  # switches on the ovs datapath only
     in_namespace: bool = True
+    backend: NodeBackendKind = "netns"  # hosts and routers: how the node is made
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
 
 

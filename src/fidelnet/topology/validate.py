@@ -51,6 +51,7 @@ from fidelnet.topology.spec import (
     NodeSpec,
     TopologySpec,
 )
+from fidelnet.topology.validate_backends import check_node_backends
 from fidelnet.topology.validate_openflow import check_controllers as _check_controllers
 from fidelnet.topology.validate_openflow import check_openflow as _check_openflow
 from fidelnet.topology.validate_openflow import controller_problems
@@ -103,6 +104,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_ipv6,
         _check_ip_base,
         _check_nodes,
+        check_node_backends,
         _check_links,
         _check_interfaces,
     )

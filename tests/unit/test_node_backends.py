@@ -1,0 +1,98 @@
+"""The node backend protocol, with the fake backend: what a node does with its shell,
+``popen`` and interfaces goes through its backend, without root."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fidelnet.errors import UnsupportedError, ValidationError
+from fidelnet.nodes.backends import make_backend
+from fidelnet.nodes.fake import FakeNodeBackend
+from fidelnet.nodes.intf import Interface
+from fidelnet.nodes.netns import NetnsBackend
+from fidelnet.nodes.node import Host, Router, Switch
+from fidelnet.topology import NodeSpec, TopologySpec
+from fidelnet.topology.validate import problems
+
+
+class _Net:
+    """What a node asks of its network: a backend by kind, and a state to record in."""
+
+    run_id = "t"
+
+    def __init__(self, backend: FakeNodeBackend) -> None:
+        self.backend = backend
+        self.asked: list[str] = []
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def node_backend(self, kind: str) -> FakeNodeBackend:
+        self.asked.append(kind)
+        return self.backend
+
+    def state_record(self, kind: str, **fields: Any) -> None:
+        self.records.append((kind, fields))
+
+
+def test_a_node_runs_its_shell_and_programs_through_its_backend(tmp_path: Path) -> None:
+    fake = FakeNodeBackend()
+    net = _Net(fake)
+    h1 = Host(net, NodeSpec("h1"))  # type: ignore[arg-type]
+    assert h1.backend is fake and net.asked == ["netns"]
+    try:
+        assert h1.cmd("echo hello $((6 * 7))").strip() == "hello 42"
+        assert h1.cmd("cd /tmp && pwd").strip() == "/tmp"  # one persistent shell
+        assert h1.cmd("pwd").strip() == "/tmp"
+        assert ("process", {"pid": h1.shell_if_started().pid}) in [
+            (k, {"pid": f["pid"]}) for k, f in net.records
+        ]  # the shell was recorded before anyone could leak it
+        out, err, code = h1.pexec(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (out, err, code) == ("out\n", "err\n", 3)
+        p = h1.popen(["pwd"], cwd=str(tmp_path), stdout=subprocess.PIPE, text=True)
+        assert p.communicate(timeout=10)[0].strip() == str(tmp_path)
+        with pytest.raises(ValidationError, match="argv"):
+            h1.popen("echo not a list")  # type: ignore[arg-type]
+    finally:
+        h1.close()
+    assert ("shell", "h1") in fake.calls and ("exec", "h1", "pwd") in fake.calls
+    assert fake.calls[-1] == ("close", "h1")
+    assert not h1.has_shell()
+
+
+def test_interface_and_router_configuration_goes_to_the_interior() -> None:
+    fake = FakeNodeBackend()
+    net = _Net(fake)
+    r1 = Router(net, NodeSpec("r1", kind="router"))  # type: ignore[arg-type]
+    intf = Interface(r1, "r1-eth0", 0, 7)
+    r1.add_intf(intf)
+    intf.set_ip("10.0.0.1/24")
+    intf.set_ip("10.0.0.2/24", replace=False)
+    intf.set_mac("02:00:00:00:00:AA")
+    intf.set_up(False)
+    r1.configure()
+    inside = fake.interiors["r1"]
+    assert inside.addresses[7] == ["10.0.0.1/24", "10.0.0.2/24"]
+    assert intf.ip == "10.0.0.2" and intf.prefixlen == 24
+    assert intf.mac == "02:00:00:00:00:aa" and not intf.is_up()
+    assert inside.sysctls["net.ipv4.ip_forward"] == "1"
+    assert ("flush_addresses", "r1", 7) in fake.calls
+
+
+def test_switches_always_run_on_netns_and_backends_are_chosen_by_name() -> None:
+    net = _Net(FakeNodeBackend())
+    s1 = Switch(net, NodeSpec("s1", kind="switch"))  # type: ignore[arg-type]
+    assert isinstance(s1.backend, NetnsBackend) and net.asked == []
+    assert isinstance(make_backend("netns"), NetnsBackend)
+    with pytest.raises(UnsupportedError, match="qemu"):
+        make_backend("qemu")
+
+
+def test_an_unknown_node_backend_is_refused_naming_the_field_and_the_choices() -> None:
+    t = TopologySpec()
+    t.add_node(NodeSpec("h1", backend="vm"))  # type: ignore[arg-type]
+    found = problems(t)
+    assert len(found) == 1
+    assert found[0].field == "nodes.h1.backend" and "netns" in str(found[0])
