@@ -93,14 +93,16 @@ build/bpf/%.bpf.o: bpf/%.bpf.c | apt-deps
 # fidelnet-exec starts every shell and command in a node: linked statically, each
 # start skips the dynamic loader (0.36 ms less per start on this VM, docs/scale.md).
 # An explicit --target keeps the static flag off build scripts; its own target dir
-# keeps the rest of the workspace from rebuilding.
+# keeps the rest of the workspace from rebuilding. fidelnet-vm (the VM nodes' guest
+# agent and host-side client) is static too: it runs in guests whose libc may differ.
 HOST_TRIPLE = $(or $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p'),x86_64-unknown-linux-gnu)
 native: venv $(BPF_OBJS)
 	install -D -C -m 0644 -t $(VENV)/share/fidelnet/bpf $(BPF_OBJS)
 	$(CARGO) build --release --workspace --locked
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked -p fnexec \
-	    --target $(HOST_TRIPLE) --target-dir target/static
+	    -p fnvm --target $(HOST_TRIPLE) --target-dir target/static
 	install -C -m 0755 target/static/$(HOST_TRIPLE)/release/fidelnet-exec $(EXEC_BIN)
+	install -C -m 0755 target/static/$(HOST_TRIPLE)/release/fidelnet-vm $(VENV)/bin/fidelnet-vm
 	install -C -m 0755 target/release/fidelnet-linkd $(VENV)/bin/fidelnet-linkd
 	install -C -m 0755 target/release/fidelnet-pktgen $(VENV)/bin/fidelnet-pktgen
 
