@@ -35,9 +35,11 @@ endif
 # Run tests and the default scenario as an activated virtualenv would (fidelnet-exec is there).
 VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
+# VM nodes (issue 12): QEMU; their guest image is built from Debian's kernel and
+# busybox-static packages on first use (`fidelnet vm image`), fetched with apt.
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
                 build-essential pkg-config ca-certificates tcpdump ethtool \
-                chromium clang libbpf-dev bpftool traceroute
+                chromium clang libbpf-dev bpftool traceroute qemu-system-x86
 # The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
 # Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
 # `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.

@@ -86,8 +86,9 @@ def test_switches_always_run_on_netns_and_backends_are_chosen_by_name() -> None:
     s1 = Switch(net, NodeSpec("s1", kind="switch"))  # type: ignore[arg-type]
     assert isinstance(s1.backend, NetnsBackend) and net.asked == []
     assert isinstance(make_backend("netns"), NetnsBackend)
-    with pytest.raises(UnsupportedError, match="qemu"):
-        make_backend("qemu")
+    assert make_backend("qemu").kind == "qemu"
+    with pytest.raises(UnsupportedError, match="cgroup"):
+        make_backend("cgroup")
 
 
 def test_an_unknown_node_backend_is_refused_naming_the_field_and_the_choices() -> None:
@@ -96,3 +97,60 @@ def test_an_unknown_node_backend_is_refused_naming_the_field_and_the_choices() -
     found = problems(t)
     assert len(found) == 1
     assert found[0].field == "nodes.h1.backend" and "netns" in str(found[0])
+
+
+def test_a_vm_spec_is_checked_field_by_field_before_anything_is_built(tmp_path: Path) -> None:
+    from fidelnet.topology.spec import VMSpec
+
+    def vm_problems(**kw: Any) -> list[str]:
+        t = TopologySpec()
+        t.add_node(NodeSpec("h1", backend="qemu", vm=VMSpec(**kw)))
+        return [f"{p.field}: {p}" for p in problems(t)]
+
+    assert vm_problems() == []
+    assert vm_problems(memory_mb=64)[0].startswith("nodes.h1.vm.memory_mb")
+    assert vm_problems(cpus=0)[0].startswith("nodes.h1.vm.cpus")
+    assert vm_problems(cpus=2, cpupin=(0,))[0].startswith("nodes.h1.vm.cpupin")
+    assert vm_problems(cpupin=(4096,))[0].startswith("nodes.h1.vm.cpupin")
+    assert vm_problems(kernel=str(tmp_path / "none"), initrd=str(tmp_path / "none"))[0].startswith(
+        "nodes.h1.vm.kernel: "
+    )
+    k = tmp_path / "vmlinuz"
+    k.write_bytes(b"k")
+    assert "give both kernel and initrd" in vm_problems(kernel=str(k))[0]
+    assert vm_problems(accel="hvf")[0].startswith("nodes.h1.vm.accel")
+    assert vm_problems(boot_timeout_s=0)[0].startswith("nodes.h1.vm.boot_timeout_s")
+    t = TopologySpec()
+    t.add_node(NodeSpec("h1", vm=VMSpec()))  # a machine without backend qemu
+    assert [p.field for p in problems(t)] == ["nodes.h1.vm"]
+    t = TopologySpec()
+    t.add_node(NodeSpec("s1", kind="switch", backend="qemu"))
+    assert [p.field for p in problems(t)] == ["nodes.s1.backend"]
+
+
+def test_the_qemu_command_line_boots_the_image_with_the_agent_port_and_each_nic() -> None:
+    from fidelnet.vm import qemu
+
+    g = qemu.Guest(
+        name="r1-h1",
+        dir="/run/fidelnet/r1-vm-h1",
+        cpus=2,
+        memory_mb=256,
+        accel="tcg",
+        boot=qemu.Boot("/img/vmlinuz", "/img/initrd.img", "abc"),
+        cmdline="idle=poll",
+        agent_path="/opt/fidelnet-vm",
+        nics=(("vmtap0", "02:00:00:00:00:01"), ("vmtap1", "02:00:00:00:00:02")),
+    )
+    try:
+        argv = qemu.argv(g)
+    except UnsupportedError:
+        pytest.skip("qemu-system-x86_64 is not installed")  # make install installs it
+    joined = " ".join(argv)
+    assert "-machine q35,accel=tcg" in joined and "-cpu max" in joined
+    assert "-smp 2" in joined and "-m 256" in joined
+    assert "fidelnet.agent=/opt/fidelnet-vm idle=poll" in joined
+    assert "name=fidelnet.agent" in joined and "path=/run/fidelnet/r1-vm-h1/agent.sock" in joined
+    assert "tap,id=n1,ifname=vmtap1,script=no,downscript=no" in joined
+    assert "virtio-net-pci,netdev=n1,mac=02:00:00:00:00:02" in joined
+    assert "readonly=on" in joined  # the host's root is shared read-only

@@ -168,9 +168,9 @@ CASES: list[tuple[str, str, str]] = [
     ("negative-duration.yaml", "9:60", "traffic[0].duration: must not be negative"),
     ("no-nodes.yaml", "2:1", "topology: declares no nodes: give a builder or nodes"),
     (
-        "node-backend-qemu.yaml",
+        "node-backend-cgroup.yaml",
         "4:10",
-        "topology.nodes.h1.backend: node backend 'qemu' is not yet supported",
+        "topology.nodes.h1.backend: node backend 'cgroup' is not yet supported",
     ),
     (
         "node-kind-unknown.yaml",
@@ -295,6 +295,7 @@ CASES: list[tuple[str, str, str]] = [
     ("unknown-top-key.yaml", "3:1", "toplogy: unknown field, did you mean 'topology'?"),
     ("unknown-topology-key.yaml", "3:3", "topology.buildr: unknown field, did you mean 'builder'?"),
     ("unknown-traffic-key.yaml", "9:60", "traffic[0].sise: unknown field, did you mean 'size'?"),
+    ("vm-memory-too-small.yaml", "4:30", "topology.nodes.h1.vm.memory: must be at least 96"),
     ("window-bad.yaml", "9:47", "traffic[0].window: must be auto, none or a size such as 256KiB"),
     ("zero-duration.yaml", "9:60", "traffic[0].duration: must be greater than zero"),
     ("zero-loss-low-above-high.yaml", "9:50", "traffic[0].low: must be below high (100kpps)"),
@@ -347,9 +348,9 @@ def test_malformed_file(name: str, where: str, fragment: str) -> None:
             "auto, tc, engine)",
         ),
         (
-            "node-backend-qemu.yaml",
-            "4:10: topology.nodes.h1.backend: node backend 'qemu' is not yet supported (got "
-            "'qemu'; valid: netns)",
+            "node-backend-cgroup.yaml",
+            "4:10: topology.nodes.h1.backend: node backend 'cgroup' is not yet supported (got "
+            "'cgroup'; valid: netns, qemu)",
         ),
         (
             "endpoint-unknown.yaml",

@@ -5,13 +5,16 @@
 //! Each program is the leader of a session of its own, so a signal or a kill
 //! from the host reaches everything it started. Its exit is reported only once
 //! its output has been read to the end, so the host sees all of it first.
+//!
+//! In a guest the agent is PID 1: it reaps every child (`waitpid(-1)`), orphans
+//! included, and keeps the statuses of the programs it started.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::io::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
 use crate::frame::{self, Decoder, Frame, Kind, Spec};
@@ -135,8 +138,7 @@ fn handle(f: Frame, procs: &mut BTreeMap<u32, Proc>, out: &mut Vec<u8>) {
         }
         Kind::Close => {
             if let Some(mut p) = procs.remove(&f.ch) {
-                signal_group(&p, libc::SIGKILL);
-                let _ = p.child.wait();
+                signal_group(&p, libc::SIGKILL); // reaped by `reap` like any orphan
                 drop_fds(&mut p);
             }
         }
@@ -207,13 +209,19 @@ fn drop_fds(p: &mut Proc) {
 
 /// Report every program that ended and whose output is complete.
 fn reap(procs: &mut BTreeMap<u32, Proc>, out: &mut Vec<u8>) {
+    loop {
+        let mut st: libc::c_int = 0;
+        // SAFETY: waitpid(2) with a valid status pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+        if pid <= 0 {
+            break;
+        }
+        if let Some(p) = procs.values_mut().find(|p| p.child.id() as libc::pid_t == pid) {
+            p.status = Some(st);
+        }
+    }
     let mut done = Vec::new();
     for (&ch, p) in procs.iter_mut() {
-        if p.status.is_none() {
-            if let Ok(Some(st)) = p.child.try_wait() {
-                p.status = Some(st.into_raw());
-            }
-        }
         if let (Some(st), true) = (p.status, p.outputs_done()) {
             frame::encode(out, ch, Kind::Exit, &st.to_le_bytes());
             done.push(ch);

@@ -15,6 +15,10 @@ def make_backend(kind: str) -> NodeBackend:
         from fidelnet.nodes.netns import NetnsBackend
 
         return NetnsBackend()
+    if kind == "qemu":
+        from fidelnet.nodes.qemu import QemuBackend
+
+        return QemuBackend()
     raise UnsupportedError(
         f"a node backend {kind!r}", "a node", f"choose one of {', '.join(NODE_BACKENDS)}"
     )

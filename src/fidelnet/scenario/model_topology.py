@@ -222,7 +222,7 @@ class Builder(_Model):
         return builders.dumbbell(self.dumbbell)
 
 
-_PLANNED_BACKENDS = ("cgroup", "qemu")
+_PLANNED_BACKENDS = ("cgroup",)
 
 
 def _node_backend(value: Any) -> Any:
@@ -259,6 +259,27 @@ class OpenFlow(_Model):
     module is loaded (else the userspace one). Default: the run's choice."""
 
 
+class VM(_Model):
+    """The machine of a node with ``backend: qemu``."""
+
+    cpus: Annotated[int, Field(ge=1, le=64)] = 1
+    """Virtual CPUs."""
+    memory: Annotated[int, Field(ge=96, le=1 << 20)] = 256
+    """Memory in MiB (96 is the least that boots)."""
+    cpupin: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
+    """Host cores for the vCPU threads, one per vCPU: ``[2, 3]``."""
+    kernel: str | None = None
+    """A kernel of your own (default: fidelnet's image from Debian's packages)."""
+    initrd: str | None = None
+    """Its initramfs; it must start ``fidelnet-vm agent`` on the port ``fidelnet.agent``."""
+    cmdline: str = ""
+    """Words added to the kernel command line."""
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    """``kvm``, ``tcg`` (emulated, much slower) or ``auto`` (KVM when it works here)."""
+    boot_timeout: Annotated[float, Field(gt=0, le=3600)] = 180.0
+    """Seconds the guest may take to answer after it starts."""
+
+
 class Node(_Model):
     """A node the scenario adds to the builder's (if any). ``lg: {}`` or ``lg:`` (empty)
     is a host with every default."""
@@ -293,7 +314,10 @@ class Node(_Model):
     openflow: OpenFlow | None = None
     """OpenFlow options (switches on the ``ovs`` datapath)."""
     backend: Annotated[NodeBackendKind, BeforeValidator(_node_backend)] = "netns"
-    """How the node is made: ``netns`` (a network namespace); ``cgroup``, ``qemu`` planned."""
+    """How the node is made: ``netns`` (a network namespace) or ``qemu`` (a virtual
+    machine: its own kernel; hosts and routers); ``cgroup`` planned."""
+    vm: VM | None = None
+    """The machine, with ``backend: qemu`` (default: 1 vCPU, 256 MiB, fidelnet's image)."""
 
 
 class Link(_Model):

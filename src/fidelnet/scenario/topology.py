@@ -36,11 +36,13 @@ from fidelnet.topology.spec import (
     NodeSpec,
     OpenFlowSpec,
     TopologySpec,
+    VMSpec,
 )
 from fidelnet.topology.validate import problems as topology_problems
 
 if TYPE_CHECKING:
     from fidelnet.scenario.model import LinkParamsModel, OpenFlow, Scenario
+    from fidelnet.scenario.model_topology import VM
 
 __all__ = ["Built", "build", "spec_problems"]
 
@@ -148,6 +150,7 @@ def build(scenario: Scenario) -> Built:
                 fastpath=node.fastpath,
                 openflow=_openflow(node.openflow),
                 backend=node.backend,
+                vm=_vm(node.vm),
             )
         )
     for own in topo.links:
@@ -272,3 +275,18 @@ def spec_problems(scenario: Scenario, built: Built) -> list[Problem]:
         seen.add((path, problem.message))
         found.append(problem)
     return found
+
+
+def _vm(vm: VM | None) -> VMSpec | None:
+    if vm is None:
+        return None
+    return VMSpec(
+        cpus=vm.cpus,
+        memory_mb=vm.memory,
+        cpupin=tuple(vm.cpupin) if vm.cpupin is not None else None,
+        kernel=vm.kernel,
+        initrd=vm.initrd,
+        cmdline=vm.cmdline,
+        accel=vm.accel,
+        boot_timeout_s=vm.boot_timeout,
+    )

@@ -26,9 +26,12 @@ __all__ = [
     "FAIL_MODES",
     "JITTER_DISTS",
     "LINK_BACKENDS",
+    "NODE_BACKENDS",
     "NODE_KINDS",
     "OPENFLOW_VERSIONS",
     "QUEUE_KINDS",
+    "VM_ACCELS",
+    "VM_MIN_MEMORY_MB",
     "ControllerKind",
     "ControllerSpec",
     "EngineEndpoint",
@@ -38,11 +41,14 @@ __all__ = [
     "LinkBackend",
     "LinkParams",
     "LinkSpec",
+    "NodeBackendKind",
     "NodeKind",
     "NodeSpec",
     "OpenFlowSpec",
     "QueueKind",
     "TopologySpec",
+    "VMSpec",
+    "VmAccel",
 ]
 
 NodeKind = Literal["host", "switch", "router"]
@@ -52,10 +58,12 @@ FASTPATHS: tuple[str, ...] = ("xdp",)
 Datapath = Literal["auto", "bridge", "bpf", "ovs"]
 DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf", "ovs")
 
-NodeBackendKind = Literal["netns"]
-NODE_BACKENDS: tuple[str, ...] = ("netns",)
-"""How a node is made (:mod:`fidelnet.nodes._base`): ``netns`` today; ``qemu`` is
-being built (issue 12)."""
+NodeBackendKind = Literal["netns", "qemu"]
+NODE_BACKENDS: tuple[str, ...] = ("netns", "qemu")
+"""How a node is made (:mod:`fidelnet.nodes._base`): ``netns`` (a network namespace)
+or ``qemu`` (a virtual machine, :mod:`fidelnet.nodes.qemu`)."""
+VmAccel = Literal["auto", "kvm", "tcg"]
+VM_ACCELS: tuple[str, ...] = ("auto", "kvm", "tcg")
 
 
 JitterDist = Literal["uniform", "normal"]
@@ -144,6 +152,7 @@ class NodeSpec:
     openflow: OpenFlowSpec | None = None  # switches on the ovs datapath only
     in_namespace: bool = True
     backend: NodeBackendKind = "netns"  # hosts and routers: how the node is made
+    vm: VMSpec | None = None  # backend qemu: the machine (None: VMSpec's defaults)
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
 
 
@@ -215,6 +224,34 @@ class ControllerSpec:
 
 OvsDatapathType = Literal["kernel", "user"]
 OVS_DATAPATH_TYPES: tuple[str, ...] = ("kernel", "user")
+
+
+@dataclass(frozen=True)
+class VMSpec:
+    """A VM node's machine (``NodeSpec(..., backend="qemu", vm=VMSpec(...))``).
+
+    ``cpus``: virtual CPUs; ``memory_mb``: its RAM (128 boots fidelnet's image;
+    below :data:`VM_MIN_MEMORY_MB` nothing does); ``cpupin``: host cores its vCPU
+    threads are pinned to, one per vCPU in order; ``kernel``/``initrd``: a kernel and
+    initramfs of your own (default: fidelnet's image, :mod:`fidelnet.vm.image`; your
+    initramfs must start ``fidelnet-vm agent`` on the port ``fidelnet.agent``);
+    ``cmdline``: words added to the kernel command line (e.g. CIMininet's latency
+    options); ``accel``: ``kvm``, ``tcg`` (emulation, many times slower) or ``auto``
+    (KVM when a guest actually starts with it, else TCG with a warning);
+    ``boot_timeout_s``: how long the guest may take to answer."""
+
+    cpus: int = 1
+    memory_mb: int = 256
+    cpupin: tuple[int, ...] | None = None
+    kernel: str | None = None
+    initrd: str | None = None
+    cmdline: str = ""
+    accel: VmAccel = "auto"
+    boot_timeout_s: float = 180.0
+
+
+VM_MIN_MEMORY_MB = 96
+"""The least memory a guest was seen to boot with on this kind of machine."""
 
 
 @dataclass(frozen=True)

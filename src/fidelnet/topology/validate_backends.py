@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator
 
 from fidelnet.errors import ValidationError
-from fidelnet.topology.spec import NODE_BACKENDS, TopologySpec
+from fidelnet.topology.spec import (
+    NODE_BACKENDS,
+    VM_ACCELS,
+    VM_MIN_MEMORY_MB,
+    NodeSpec,
+    TopologySpec,
+    VMSpec,
+)
+
+VM_MAX_CPUS = 64
+VM_MAX_MEMORY_MB = 1 << 20
+VM_MAX_BOOT_TIMEOUT_S = 3600.0
 
 __all__ = ["check_node_backends"]
 
@@ -23,3 +36,66 @@ def check_node_backends(spec: TopologySpec) -> Iterator[ValidationError]:
             yield ValidationError(
                 where, f"{name} is in the host namespace: only netns applies", node.backend
             )
+        if node.vm is not None and node.backend != "qemu":
+            yield ValidationError(
+                f"nodes.{name}.vm", "a machine is only for backend qemu", "vm", ["backend: qemu"]
+            )
+        elif node.backend == "qemu":
+            yield from _check_vm(name, node)
+
+
+def _check_vm(name: str, node: NodeSpec) -> Iterator[ValidationError]:
+    vm = node.vm or VMSpec()
+    where = f"nodes.{name}.vm"
+    cores = os.cpu_count() or 1
+    if not _whole(vm.cpus) or not 1 <= vm.cpus <= VM_MAX_CPUS:
+        yield ValidationError(
+            f"{where}.cpus", f"must be a whole number from 1 to {VM_MAX_CPUS}", vm.cpus
+        )
+    if not _whole(vm.memory_mb) or not VM_MIN_MEMORY_MB <= vm.memory_mb <= VM_MAX_MEMORY_MB:
+        yield ValidationError(
+            f"{where}.memory_mb",
+            f"must be a whole number of MiB from {VM_MIN_MEMORY_MB} (the least that boots) "
+            f"to {VM_MAX_MEMORY_MB}",
+            vm.memory_mb,
+        )
+    if vm.cpupin is not None:
+        pins = list(vm.cpupin)
+        if not all(_whole(c) and 0 <= c < cores for c in pins):
+            yield ValidationError(
+                f"{where}.cpupin", f"cores are numbered 0 to {cores - 1} on this machine", pins
+            )
+        elif _whole(vm.cpus) and len(pins) != vm.cpus:
+            yield ValidationError(
+                f"{where}.cpupin", f"one core per vCPU: {vm.cpus} expected, {len(pins)} given", pins
+            )
+    for field in ("kernel", "initrd"):
+        path = getattr(vm, field)
+        if path is not None and (not isinstance(path, str) or not os.path.isfile(path)):
+            yield ValidationError(f"{where}.{field}", "no such file", path)
+    if (vm.kernel is None) != (vm.initrd is None):
+        yield ValidationError(
+            f"{where}.kernel",
+            "give both kernel and initrd, or neither (fidelnet's image)",
+            vm.kernel,
+        )
+    if vm.accel not in VM_ACCELS:
+        yield ValidationError(f"{where}.accel", "unknown accelerator", vm.accel, list(VM_ACCELS))
+    if not isinstance(vm.cmdline, str) or "\n" in vm.cmdline or "\0" in vm.cmdline:
+        yield ValidationError(
+            f"{where}.cmdline", "must be one line of kernel parameters", vm.cmdline
+        )
+    t = vm.boot_timeout_s
+    if (
+        not isinstance(t, int | float)
+        or isinstance(t, bool)
+        or not math.isfinite(t)
+        or not 0 < t <= VM_MAX_BOOT_TIMEOUT_S
+    ):
+        yield ValidationError(
+            f"{where}.boot_timeout_s", f"must be seconds in (0, {VM_MAX_BOOT_TIMEOUT_S:.0f}]", t
+        )
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
