@@ -216,7 +216,10 @@ fn reap(procs: &mut BTreeMap<u32, Proc>, out: &mut Vec<u8>) {
         if pid <= 0 {
             break;
         }
-        if let Some(p) = procs.values_mut().find(|p| p.child.id() as libc::pid_t == pid) {
+        if let Some(p) = procs
+            .values_mut()
+            .find(|p| p.child.id() as libc::pid_t == pid)
+        {
             p.status = Some(st);
         }
     }

@@ -66,6 +66,7 @@ from fidelnet.scenario.model_steps import (
 from fidelnet.scenario.model_topology import (
     BUILDERS,
     NODE_BACKENDS,
+    VM,
     Builder,
     Controller,
     Defaults,
@@ -89,6 +90,7 @@ __all__ = [
     "NODE_BACKENDS",
     "PPS_UNITS",
     "TRAFFIC_TYPES",
+    "VM",
     "Builder",
     "Check",
     "CommandCheck",

@@ -43,6 +43,7 @@ from fidelnet.topology.spec import (
 __all__ = [
     "BUILDERS",
     "NODE_BACKENDS",
+    "VM",
     "Builder",
     "Defaults",
     "Link",
