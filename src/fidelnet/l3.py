@@ -28,7 +28,7 @@ def configure(net: Network) -> None:
             for r in routes:
                 intf = node.intf(r.dev)
                 batch.append((r.dst, r.via, intf.index if intf else None))
-            node.netlink().add_routes(batch)
+            node.interior().add_routes(batch)
     for node in net.nodes.values():
         if node.spec.default_route:
             _default_route(node, node.spec.default_route)
@@ -40,14 +40,14 @@ def configure(net: Network) -> None:
 
 
 def _default_route(node: Node, target: str) -> None:
-    nl = node.netlink()
+    inside = node.interior()
     try:
         ipaddress.ip_address(target)
     except ValueError:
         intf = node.intf(target)
-        nl.add_route("0.0.0.0/0", index=intf.index if intf else None)
+        inside.add_routes([("0.0.0.0/0", None, intf.index if intf else None)])
         return
-    nl.add_route("0.0.0.0/0", gateway=target)
+    inside.add_routes([("0.0.0.0/0", target, None)])
 
 
 def static_arp(net: Network) -> None:
@@ -60,7 +60,7 @@ def static_arp(net: Network) -> None:
         assert d is not None
         for ip, mac in entries:
             if ip != h.ip and ip and mac:
-                h.netlink().add_neighbour(d.index, ip, mac)
+                h.interior().add_neighbour(d.index, ip, mac)
 
 
 def ping_pairs(hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:

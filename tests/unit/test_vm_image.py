@@ -104,7 +104,7 @@ def test_the_initramfs_holds_busybox_modules_and_init(tmp_path: Path) -> None:
     assert init.index("insmod /lib/modules/virtio_ring.ko") < init.index("virtio_pci.ko")
     assert "mount -t 9p" in init and "mount -t overlay" in init
     assert 'exec switch_root /newroot "$agent" agent "$port"' in init
-    assert f"/dev/virtio-ports/{image.PORT}" in init
+    assert f'= "{image.PORT}" ] && port="/dev/${{p##*/}}"' in init
 
 
 def test_no_image_is_found_in_an_empty_or_broken_cache(tmp_path: Path) -> None:

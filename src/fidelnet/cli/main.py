@@ -107,8 +107,9 @@ def _register() -> None:
     from fidelnet.cli.report import report
     from fidelnet.cli.scenario import run, test
     from fidelnet.cli.validate import validate
+    from fidelnet.cli.vm import vm
 
-    for command in (measure, bench, calibrate, report, validate, run, test):
+    for command in (measure, bench, calibrate, report, validate, run, test, vm):
         cli.add_command(command)
 
 

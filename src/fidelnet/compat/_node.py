@@ -345,7 +345,7 @@ class Node(_core.Node):
         """A permanent ARP entry on the default interface."""
         intf = self.defaultIntf()
         if intf is not None:
-            self.netlink().add_neighbour(intf.index, ip, mac)
+            self.interior().add_neighbour(intf.index, ip, mac)
         return ""
 
     def setHostRoute(self, ip: str, intf: Any) -> str:

@@ -198,7 +198,8 @@ class QemuBackend:
         if self._image is None:
             self._image = image.find() or image.build()
         img = self._image
-        return qemu.Boot(str(img.kernel), str(img.initrd), img.digest)
+        mods = str(img.modules) if img.modules.is_dir() else None
+        return qemu.Boot(str(img.kernel), str(img.initrd), img.digest, mods)
 
     def start(self, nodes: Sequence[Node]) -> None:
         """Boot every VM at once, then wait for each guest's agent; join each NIC to

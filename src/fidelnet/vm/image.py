@@ -6,8 +6,10 @@ No disk image: the guest boots the kernel directly, its initramfs loads the virt
 modules it needs, mounts the host's root file system read-only over 9p with a
 private writable layer on top (overlayfs on tmpfs), and switches to it, so the guest
 has the same programs as the host (``iperf3``, ``ping``, ``fidelnet-pktgen``, the
-user's own). PID 1 there is the agent (``fidelnet-vm agent``, :mod:`fidelnet.vm.agent`)
-on the virtio-serial port ``fidelnet.agent``.
+user's own). The guest kernel's own modules are shared read-only at
+``/lib/modules``, so ``modprobe`` works in the guest. PID 1 there is the agent
+(``fidelnet-vm agent``, :mod:`fidelnet.vm.agent`) on the virtio-serial port
+``fidelnet.agent``.
 
 What is taken from Debian: ``linux-image-amd64``'s kernel package (the vmlinuz and the
 modules the initramfs needs, with their dependencies from ``modules.dep``) and
@@ -66,6 +68,11 @@ class Image:
     digest: str
     kernel_package: str
 
+    @property
+    def modules(self) -> Path:
+        """The guest kernel's modules (``<version>/`` inside), shared as ``modules``."""
+        return self.dir / "modules"
+
     def provenance(self) -> dict[str, str]:
         return {"image": self.digest, "kernel_package": self.kernel_package}
 
@@ -99,6 +106,14 @@ def build(cache: Path = CACHE) -> Image:
         mods = next(iter(sorted((kdir / "lib" / "modules").iterdir())), None)
         if vmlinuz is None or mods is None:
             raise UnsupportedError(f"a kernel in {kpkg}", "the VM guest image", "check apt")
+        # The package leaves modules.dep to its postinst: make it here, for this tree.
+        dep = subprocess.run(
+            [_depmod(), "-b", str(kdir), mods.name], capture_output=True, text=True, check=False
+        )
+        if dep.returncode != 0:
+            raise UnsupportedError(
+                f"depmod ({dep.stderr.strip()[-200:]})", "the VM guest image", "install kmod"
+            )
         initrd = initramfs(bdir / "bin" / "busybox", mods)
         kernel = vmlinuz.read_bytes()
         digest = hashlib.sha256(kernel + initrd).hexdigest()[:16]
@@ -106,6 +121,10 @@ def build(cache: Path = CACHE) -> Image:
         dest.mkdir(exist_ok=True)
         (dest / "vmlinuz").write_bytes(kernel)
         (dest / "initrd.img").write_bytes(initrd)
+        # Every module of the guest's kernel, shared read-only into the guest at
+        # /lib/modules (the host's root has only the host kernel's).
+        if not (dest / "modules" / mods.name).is_dir():
+            shutil.copytree(mods, dest / "modules" / mods.name, symlinks=True)
         meta = {"digest": digest, "kernel_package": kpkg, "modules": load_order(mods, MODULES)}
         (dest / "manifest.json").write_text(json.dumps(meta, indent=1))
         tmp_current = cache / "current.json.new"
@@ -114,6 +133,13 @@ def build(cache: Path = CACHE) -> Image:
     img = find(cache)
     assert img is not None
     return img
+
+
+def _depmod() -> str:
+    for c in (shutil.which("depmod"), "/usr/sbin/depmod", "/sbin/depmod"):
+        if c and os.access(c, os.X_OK):
+            return c
+    raise UnsupportedError("depmod", "building the VM guest image", "apt-get install kmod")
 
 
 def _kernel_package() -> str:
@@ -220,6 +246,17 @@ for word in $(cat /proc/cmdline); do
   esac
 done
 {loads}
+# The agent's port by its name (no udev here to make /dev/virtio-ports/{PORT}),
+# while /sys is still here.
+port=
+i=0
+while [ -z "$port" ] && [ $i -lt 200 ]; do
+  for p in /sys/class/virtio-ports/*; do
+    [ "$(cat "$p/name" 2>/dev/null)" = "{PORT}" ] && port="/dev/${{p##*/}}"
+  done
+  [ -z "$port" ] && sleep 0.05
+  i=$((i + 1))
+done
 mkdir -p /lower /upper /newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /lower || exec sh
 mount -t tmpfs -o mode=0755 tmpfs /upper
@@ -231,9 +268,8 @@ mkdir -p /newroot/dev/pts
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /newroot/dev/pts
 ln -sf pts/ptmx /newroot/dev/ptmx 2>/dev/null
 for d in tmp run; do mount -t tmpfs -o mode=1777 tmpfs /newroot/$d; done
-port=/dev/virtio-ports/{PORT}
-i=0
-while [ ! -e "$port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+mkdir -p /newroot/lib/modules
+mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /newroot/lib/modules 2>/dev/null
 exec switch_root /newroot "$agent" agent "$port"
 """
 

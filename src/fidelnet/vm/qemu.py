@@ -45,6 +45,7 @@ class Boot:
     kernel: str
     initrd: str
     digest: str
+    modules: str | None = None  # the kernel's modules directory, shared into the guest
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,16 @@ def argv(g: Guest) -> list[str]:
         "-kernel", g.boot.kernel,
         "-initrd", g.boot.initrd,
         "-append", append,
-        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on",
+        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
         "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        *(
+            [
+                "-fsdev", f"local,id=modules,path={g.boot.modules},security_model=none,readonly=on",
+                "-device", "virtio-9p-pci,fsdev=modules,mount_tag=modules",
+            ]
+            if g.boot.modules
+            else []
+        ),
         "-device", "virtio-serial-pci,id=vser",
         "-chardev", f"socket,id=agent,path={g.agent_sock},server=on,wait=off",
         "-device", f"virtserialport,bus=vser.0,chardev=agent,name={PORT}",
@@ -187,7 +196,8 @@ def _probe_kvm(qemu: str, boot: Boot) -> tuple[bool, str]:
                     return True, "a guest booted with KVM"
                 if p.poll() is not None:
                     err = (p.stderr.read() if p.stderr else b"").decode(errors="replace")
-                    return False, f"QEMU with KVM stopped: {err.strip()[-200:] or 'no message'}"
+                    first = err.strip().splitlines()[0][:200] if err.strip() else "no message"
+                    return False, f"QEMU with KVM stopped: {first}"
                 time.sleep(0.1)
             return False, f"a guest with KVM did not boot within {_PROBE_TIMEOUT_S:.0f} s"
         finally:

@@ -1,0 +1,80 @@
+"""VM nodes on real QEMU (TCG on this machine): a VM host beside a namespace host,
+both on one switch; the guest runs its own kernel, reaches the other host, runs
+programs with their output and exit status, and changes what a namespace cannot
+(a sysctl that is not per namespace, a kernel module) without touching the host.
+Teardown leaves no QEMU, no multiplexer and no run directory."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+
+from fidelnet import Network
+from fidelnet.kernel.state import STATE_DIR
+from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import VMSpec
+
+pytestmark = pytest.mark.privileged
+
+
+def _spec() -> TopologySpec:
+    t = TopologySpec()
+    t.add_node(NodeSpec("s1", kind="switch"))
+    t.add_node(NodeSpec("h1", ip="10.0.0.1/24", backend="qemu", vm=VMSpec(memory_mb=256)))
+    t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+    t.add_link(LinkSpec("h1", "s1"))
+    t.add_link(LinkSpec("h2", "s1"))
+    return t
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as f:
+        return f.read().strip()
+
+
+def test_a_vm_host_runs_its_own_kernel_beside_a_namespace_host() -> None:
+    host_swappiness = _read("/proc/sys/vm/swappiness")
+    host_dummy = os.path.exists("/sys/module/dummy")
+    with Network(_spec()) as net:
+        h1, h2 = net["h1"], net["h2"]
+        run_id = net.run_id
+        run_dir = os.path.join(STATE_DIR, f"{net.run_id}-vm-h1")
+        assert os.path.isdir(run_dir)
+        assert h1.cmd("uname -r").strip() != platform.release()  # the guest's own kernel
+        assert h1.cmd("hostname").strip() == "h1"
+        assert "h1-eth0" in h1.cmd("ip -o link show")
+        assert "10.0.0.1/24" in h1.cmd("ip -o -4 address show dev h1-eth0")
+        out = h1.cmd("ping -c 3 -i 0.2 -W 2 10.0.0.2")
+        assert " 0% packet loss" in out, out
+        out = h2.cmd("ping -c 3 -i 0.2 -W 2 10.0.0.1")
+        assert " 0% packet loss" in out, out
+        stdout, stderr, code = h1.pexec(["sh", "-c", "echo out; echo err >&2; exit 4"])
+        assert (stdout, stderr, code) == ("out\n", "err\n", 4)
+        # What a namespace cannot do: a machine-wide sysctl, a kernel module.
+        h1.cmd("sysctl -qw vm.swappiness=7")
+        assert h1.cmd("cat /proc/sys/vm/swappiness").strip() == "7"
+        assert _read("/proc/sys/vm/swappiness") == host_swappiness
+        h1.cmd("modprobe dummy")
+        assert "dummy" in h1.cmd("cat /proc/modules")
+        assert os.path.exists("/sys/module/dummy") == host_dummy
+        qemu_pids = [
+            int(p) for p in os.listdir("/proc") if p.isdigit() and _is_qemu(int(p), net.run_id)
+        ]
+        assert len(qemu_pids) == 1
+    assert not os.path.exists(run_dir)
+    assert not any(p.isdigit() and _is_qemu(int(p), run_id) for p in os.listdir("/proc"))
+
+
+def _is_qemu(pid: int, run_id: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return (
+        bool(argv)
+        and argv[0].endswith(b"qemu-system-x86_64")
+        and (f"fidelnet-{run_id}-h1".encode() in argv)
+    )
