@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -77,4 +82,69 @@ def _is_qemu(pid: int, run_id: str) -> bool:
         bool(argv)
         and argv[0].endswith(b"qemu-system-x86_64")
         and (f"fidelnet-{run_id}-h1".encode() in argv)
+    )
+
+
+_CHILD = """
+import sys, time
+from fidelnet import Network
+from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import VMSpec
+t = TopologySpec()
+t.add_node(NodeSpec("h1", ip="10.0.0.1/24", backend="qemu", vm=VMSpec()))
+t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+t.add_link(LinkSpec("h1", "h2"))
+net = Network(t).start()
+net["h1"].cmd("true")
+print("READY", net.run_id, flush=True)
+time.sleep(600)
+"""
+
+
+def _vm_processes(run_id: str) -> list[int]:
+    """QEMU and multiplexer processes of the run (by their command lines)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(
+            f"{run_id}-vm-h1".encode() in a or f"fidelnet-{run_id}-h1".encode() in a for a in argv
+        ):
+            found.append(int(p))
+    return found
+
+
+def test_kill_9_then_clean_leaves_no_qemu_socket_or_namespace() -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY "), line
+    run_id = line.split()[1]
+    os.kill(proc.pid, signal.SIGKILL)  # this process only: QEMU and the mux live on
+    proc.wait()
+    proc.stdout.close()
+    assert _vm_processes(run_id), "QEMU should outlive the killed run"
+    run_dir = os.path.join(STATE_DIR, f"{run_id}-vm-h1")
+    assert os.path.isdir(run_dir)
+    clean = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "clean"], capture_output=True, text=True, env=env
+    )
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    deadline = time.monotonic() + 10
+    while _vm_processes(run_id):
+        assert time.monotonic() < deadline, _vm_processes(run_id)
+        time.sleep(0.1)
+    assert not os.path.exists(run_dir)
+    assert (
+        not [n for n in os.listdir("/run/netns") if run_id in n]
+        if os.path.isdir("/run/netns")
+        else True
     )
