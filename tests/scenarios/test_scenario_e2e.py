@@ -93,3 +93,16 @@ def test_endpoint_and_fastpath_keys_reach_the_kernel(tmp_path: Path) -> None:
     assert set(checks) >= {"af-xdp-endpoint", "fast-path-port", "latency-load"}
     # One-way 1 ms on the engine link: the median is at least that.
     assert float(checks["latency-load"].measured.split()[2]) >= 1.0
+
+
+def test_two_vm_hosts_around_a_namespace_router(tmp_path: Path) -> None:
+    """Issue 12: VM hosts (QEMU, their own kernel) and a namespace router in one
+    scenario; reachability, pktgen loss and latency (the guests' clocks are set to
+    the host's at boot, so one-way latency between VMs means something)."""
+    p = _test(tmp_path, "vm-routed.yaml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    suite = parse_junit(tmp_path / "out" / "junit.xml")[0]
+    checks = {c.name: c for c in suite.checks}
+    assert {c.status for c in checks.values()} == {"passed"}, checks
+    p50 = float(checks["latency-load"].measured.split()[2])
+    assert 5.0 <= p50 < 30.0  # 5 ms configured on h1-r1, plus the guests' own time

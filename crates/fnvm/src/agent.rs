@@ -143,6 +143,13 @@ fn handle(f: Frame, procs: &mut BTreeMap<u32, Proc>, out: &mut Vec<u8>) {
             }
         }
         Kind::Ping => frame::encode(out, 0, Kind::Hello, b""),
+        Kind::TimeQuery => frame::encode(out, f.ch, Kind::TimeIs, &realtime_ns().to_le_bytes()),
+        Kind::TimeStep => {
+            if let Ok(b) = <[u8; 8]>::try_from(&f.payload[..]) {
+                step_clock(i64::from_le_bytes(b));
+            }
+            frame::encode(out, f.ch, Kind::TimeIs, &realtime_ns().to_le_bytes());
+        }
         _ => {} // guest-to-host kinds: not for us
     }
 }
@@ -345,4 +352,30 @@ fn openpty() -> io::Result<(RawFd, RawFd)> {
         libc::fcntl(m, libc::F_SETFD, libc::FD_CLOEXEC);
     }
     Ok((m, s))
+}
+
+/// CLOCK_REALTIME in ns.
+pub fn realtime_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills `ts`.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+    }
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Step CLOCK_REALTIME by `delta` ns (the host measured the offset).
+fn step_clock(delta: i64) {
+    let t = realtime_ns().saturating_add(delta);
+    let ts = libc::timespec {
+        tv_sec: t.div_euclid(1_000_000_000) as libc::time_t,
+        tv_nsec: t.rem_euclid(1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: clock_settime with a valid timespec; a failure leaves the clock as it was.
+    unsafe {
+        libc::clock_settime(libc::CLOCK_REALTIME, &ts);
+    }
 }

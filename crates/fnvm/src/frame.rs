@@ -41,6 +41,12 @@ pub enum Kind {
     Hello = 20,
     /// Client to multiplexer: answer with Hello once the agent is ready.
     Ping = 21,
+    /// Host to guest: what is your CLOCK_REALTIME? (answered with TimeIs)
+    TimeQuery = 30,
+    /// Guest to host: CLOCK_REALTIME, ns (i64).
+    TimeIs = 31,
+    /// Host to guest: step CLOCK_REALTIME by this many ns (i64); answered with TimeIs.
+    TimeStep = 32,
 }
 
 impl Kind {
@@ -58,6 +64,9 @@ impl Kind {
             14 => Kind::Exit,
             20 => Kind::Hello,
             21 => Kind::Ping,
+            30 => Kind::TimeQuery,
+            31 => Kind::TimeIs,
+            32 => Kind::TimeStep,
             _ => return None,
         })
     }

@@ -8,6 +8,8 @@
 //!                                         on the host: hold QEMU's chardev
 //!                                         socket, serve clients on LISTEN_SOCK
 //! fidelnet-vm wait SOCK TIMEOUT_MS        exit 0 once the agent answers
+//! fidelnet-vm sync SOCK [ROUNDS]          set the guest's clock to the host's;
+//!                                         prints offset, round trip, residual (ns)
 //! fidelnet-vm run SOCK [--pty] [--cwd DIR] -- PROGRAM [ARG...]
 //!                                         run PROGRAM in the guest, with this
 //!                                         process's stdio, environment and
@@ -28,6 +30,7 @@ use std::time::Duration;
 const USAGE: &str = "usage: fidelnet-vm agent PORT | --fd N
        fidelnet-vm mux AGENT_SOCK LISTEN_SOCK [TIMEOUT_MS]
        fidelnet-vm wait SOCK TIMEOUT_MS
+       fidelnet-vm sync SOCK [ROUNDS]
        fidelnet-vm run SOCK [--pty] [--cwd DIR] -- PROGRAM [ARG...]
 ";
 const EXIT_USAGE: i32 = 2;
@@ -105,6 +108,29 @@ fn dispatch(args: Vec<OsString>) -> i32 {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = sys::write_all(2, format!("fidelnet-vm wait: {e}\n").as_bytes());
+                    1
+                }
+            }
+        }
+        "sync" if (2..=3).contains(&args.len()) => {
+            let rounds = match args
+                .get(2)
+                .map(|a| a.to_str().and_then(|s| s.parse::<u32>().ok()))
+            {
+                None => 16,
+                Some(Some(n)) if n > 0 => n,
+                Some(_) => return fail("ROUNDS must be a positive number"),
+            };
+            match client::sync_clock(&PathBuf::from(&args[1]), rounds) {
+                Ok((offset, rtt, left)) => {
+                    let line = format!(
+                        "{{\"offset_ns\": {offset}, \"rtt_ns\": {rtt}, \"residual_ns\": {left}}}\n"
+                    );
+                    let _ = sys::write_all(1, line.as_bytes());
+                    0
+                }
+                Err(e) => {
+                    let _ = sys::write_all(2, format!("fidelnet-vm sync: {e}\n").as_bytes());
                     1
                 }
             }

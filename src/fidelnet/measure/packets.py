@@ -108,9 +108,14 @@ def _prepare(
     if not addr:
         raise ValidationError("dst_addr", f"{dst} has no address; give dst_addr", dst_addr)
     place = placement(pin, sender_cpu, receiver_cpu)
+    # A VM node's programs run on its own vCPUs: host CPU numbers mean nothing there.
+    if not s.backend.host_cpus:
+        place.sender = None
+    if not d.backend.host_cpus:
+        place.receiver = None
     if place.receiver is not None and pin:
         hop = first_hop(net, src)
-        if hop is not None and hop[0].netns is not None:
+        if hop is not None and hop[0].netns is not None and hop[0].backend.host_cpus:
             steer_rps(hop[0], hop[1], place.receiver)
     if mode == "gso":
         prepare_gso(s, [i.name for i in s.intf_list()])

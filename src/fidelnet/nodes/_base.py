@@ -57,6 +57,9 @@ class NodeBackend(Protocol):
     kind per run."""
 
     kind: str
+    host_cpus: bool
+    """Whether the node's programs run on the host's CPUs (a CPU number in the node
+    means the host's), as in a namespace; not in a VM, which has its own."""
 
     def create(self, node: Node) -> None:
         """Make the node's namespace (recorded first) and whatever else must exist

@@ -65,6 +65,7 @@ class FakeNodeBackend:
     """Nodes that run their programs here, with a recording interior."""
 
     kind = "fake"
+    host_cpus = True
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []

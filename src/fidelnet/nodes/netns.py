@@ -29,6 +29,7 @@ class NetnsBackend:
     """Nodes as network namespaces."""
 
     kind = "netns"
+    host_cpus = True
 
     def create(self, node: Node) -> None:
         net = node.net

@@ -60,6 +60,7 @@ class _Vm:
     mux: subprocess.Popen[bytes] | None = None
     up: bool = False
     taps: dict[int, str] = field(default_factory=dict)  # end index -> TAP name
+    clock: agent.ClockSync | None = None
 
 
 class GuestInterior:
@@ -167,6 +168,7 @@ class QemuBackend:
     """Nodes as QEMU virtual machines."""
 
     kind = "qemu"
+    host_cpus = False
 
     def __init__(self) -> None:
         self._vms: dict[str, _Vm] = {}
@@ -229,6 +231,14 @@ class QemuBackend:
             vm.up = True
         log.info("%d VM(s) answered after %.1f s", len(vms), time.monotonic() - began)
         for vm in vms:
+            assert vm.guest is not None
+            vm.clock = agent.sync_clock(vm.guest.mux_sock)
+            vm.node.net.state_record(
+                "info",
+                node=vm.node.name,
+                vm_clock_offset_ns=vm.clock.offset_ns,
+                vm_clock_uncertainty_ns=vm.clock.uncertainty_ns,
+            )
             self._plumb(vm)
             self._name_nics(vm)
             interior = self._interiors[vm.node.name]

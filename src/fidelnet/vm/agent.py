@@ -12,16 +12,18 @@ on a namespace node, with the same :class:`~fidelnet.nodes.shell.Shell` and
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fidelnet.errors import NodeError
 
-__all__ = ["find_tool", "mux_argv", "run_argv", "wait_ready"]
+__all__ = ["ClockSync", "find_tool", "mux_argv", "run_argv", "sync_clock", "wait_ready"]
 
 _cached: str | None = None
 
@@ -67,6 +69,37 @@ def run_argv(
     if cwd:
         out += ["--cwd", cwd]
     return [*out, "--", *(str(a) for a in argv)]
+
+
+@dataclass(frozen=True)
+class ClockSync:
+    """How the guest's CLOCK_REALTIME was set to the host's: the offset found (ns,
+    guest minus host), the round trip of the exchange it came from (the offset is
+    known to within half of it), and the offset measured after the step."""
+
+    offset_ns: int
+    rtt_ns: int
+    residual_ns: int
+
+    @property
+    def uncertainty_ns(self) -> int:
+        return max(self.rtt_ns // 2, abs(self.residual_ns))
+
+
+def sync_clock(sock: str, rounds: int = 16) -> ClockSync:
+    """Step the guest's CLOCK_REALTIME to the host's (pktgen stamps packets with it,
+    so latency between a VM and any other node needs the two clocks to agree)."""
+    p = subprocess.run(
+        [find_tool(), "sync", sock, str(rounds)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if p.returncode != 0:
+        raise NodeError(f"setting the guest's clock: {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    return ClockSync(int(d["offset_ns"]), int(d["rtt_ns"]), int(d["residual_ns"]))
 
 
 def wait_ready(sock: str, timeout: float) -> bool:

@@ -267,7 +267,11 @@ for d in proc sys dev; do mount --move /$d /newroot/$d; done
 mkdir -p /newroot/dev/pts
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /newroot/dev/pts
 ln -sf pts/ptmx /newroot/dev/ptmx 2>/dev/null
-for d in tmp run; do mount -t tmpfs -o mode=1777 tmpfs /newroot/$d; done
+# /tmp is the host's, read-write, as a namespace node's is: programs that hand
+# files to fidelnet (pktgen's results) write them where the host reads them.
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 hosttmp /newroot/tmp ||
+  mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
+mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 mkdir -p /newroot/lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /newroot/lib/modules 2>/dev/null
 exec switch_root /newroot "$agent" agent "$port"

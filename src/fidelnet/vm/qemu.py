@@ -108,6 +108,8 @@ def argv(g: Guest) -> list[str]:
         "-append", append,
         "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
         "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-fsdev", "local,id=hosttmp,path=/tmp,security_model=none,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=hosttmp,mount_tag=hosttmp",
         *(
             [
                 "-fsdev", f"local,id=modules,path={g.boot.modules},security_model=none,readonly=on",
@@ -124,7 +126,9 @@ def argv(g: Guest) -> list[str]:
     for i, (tap, mac) in enumerate(g.nics):
         out += [
             "-netdev", f"tap,id=n{i},ifname={tap},script=no,downscript=no",
-            "-device", f"virtio-net-pci,netdev=n{i},mac={mac}",
+            # No checksum offload either way: every frame leaves the guest complete,
+            # as the engine's endpoints (AF_XDP, TAP) need.
+            "-device", f"virtio-net-pci,netdev=n{i},mac={mac},csum=off,guest_csum=off",
         ]  # fmt: skip
     return out
 
