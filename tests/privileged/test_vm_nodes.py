@@ -27,7 +27,8 @@ pytestmark = pytest.mark.privileged
 def _spec() -> TopologySpec:
     t = TopologySpec()
     t.add_node(NodeSpec("s1", kind="switch"))
-    t.add_node(NodeSpec("h1", ip="10.0.0.1/24", backend="qemu", vm=VMSpec(memory_mb=256)))
+    vm = VMSpec(memory_mb=256, cpupin=(1,))
+    t.add_node(NodeSpec("h1", ip="10.0.0.1/24", backend="qemu", vm=vm))
     t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
     t.add_link(LinkSpec("h1", "s1"))
     t.add_link(LinkSpec("h2", "s1"))
@@ -68,6 +69,14 @@ def test_a_vm_host_runs_its_own_kernel_beside_a_namespace_host() -> None:
             int(p) for p in os.listdir("/proc") if p.isdigit() and _is_qemu(int(p), net.run_id)
         ]
         assert len(qemu_pids) == 1
+        # The one vCPU's thread is pinned to core 1, as cpupin asks.
+        pinned = [
+            t
+            for t in os.listdir(f"/proc/{qemu_pids[0]}/task")
+            if "CPU 0/" in _read(f"/proc/{qemu_pids[0]}/task/{t}/comm")
+        ]
+        assert len(pinned) == 1
+        assert os.sched_getaffinity(int(pinned[0])) == {1}
     assert not os.path.exists(run_dir)
     assert not any(p.isdigit() and _is_qemu(int(p), run_id) for p in os.listdir("/proc"))
 
@@ -148,3 +157,42 @@ def test_kill_9_then_clean_leaves_no_qemu_socket_or_namespace() -> None:
         if os.path.isdir("/run/netns")
         else True
     )
+
+
+_MININET = """
+from mininet.net import Mininet
+from mininet.node import LinuxBridge, VMHost
+from mininet.topo import LinearTopo
+net = Mininet(topo=LinearTopo(k=2, n=1), host=VMHost, switch=LinuxBridge, controller=None)
+net.start()
+print("LOSS", net.pingAll())
+h1, h2 = net.get("h1", "h2")
+print("KERNEL", h1.cmd("uname -r").strip())
+h2.cmd("iperf3 -s -D -1")
+import time
+time.sleep(1)
+print("IPERF", h1.cmd("iperf3 -c %s -t 1 -J | grep -c bits_per_second" % h2.IP()).strip())
+net.stop()
+"""
+
+
+def test_a_cimininet_style_script_with_vm_hosts(tmp_path: Path) -> None:
+    """``Mininet(topo, host=VMHost)``: built, pinged, iperf3 run, torn down."""
+    script = tmp_path / "vmline.py"
+    script.write_text(_MININET)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "mn", str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "LOSS 0.0" in out, out
+    kernel = next(line.split()[1] for line in out.splitlines() if line.startswith("KERNEL"))
+    assert kernel != platform.release()
+    iperf = next(line.split()[1] for line in out.splitlines() if line.startswith("IPERF"))
+    assert int(iperf) > 0, out

@@ -74,7 +74,7 @@ def test_interface_and_router_configuration_goes_to_the_interior() -> None:
     intf.set_up(False)
     r1.configure()
     inside = fake.interiors["r1"]
-    assert inside.addresses[7] == ["10.0.0.1/24", "10.0.0.2/24"]
+    assert inside.addresses(7) == ["10.0.0.1/24", "10.0.0.2/24"]
     assert intf.ip == "10.0.0.2" and intf.prefixlen == 24
     assert intf.mac == "02:00:00:00:00:aa" and not intf.is_up()
     assert inside.sysctls["net.ipv4.ip_forward"] == "1"
@@ -154,3 +154,16 @@ def test_the_qemu_command_line_boots_the_image_with_the_agent_port_and_each_nic(
     assert "tap,id=n1,ifname=vmtap1,script=no,downscript=no" in joined
     assert "virtio-net-pci,netdev=n1,mac=02:00:00:00:00:02" in joined
     assert "readonly=on" in joined  # the host's root is shared read-only
+
+
+def test_vmhost_memory_sizes_read_as_qemu_reads_them() -> None:
+    from fidelnet.compat._vmhost import memory_mb
+
+    assert memory_mb("h1", 512) == 512
+    assert memory_mb("h1", "512M") == 512
+    assert memory_mb("h1", "1G") == 1024
+    assert memory_mb("h1", "2GiB") == 2048
+    assert memory_mb("h1", "131072K") == 128
+    for bad in ("lots", "1.5G", "100K"):
+        with pytest.raises(ValidationError, match="h1.memory"):
+            memory_mb("h1", bad)

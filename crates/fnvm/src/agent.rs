@@ -253,10 +253,17 @@ fn start(spec: &Spec) -> io::Result<Proc> {
     let mut cmd = Command::new(os(&spec.argv[0]));
     cmd.args(spec.argv[1..].iter().map(|a| os(a)));
     cmd.env_clear();
+    let mut has_tmpdir = false;
     for e in &spec.env {
         if let Some(eq) = e.iter().position(|&c| c == b'=') {
+            has_tmpdir |= &e[..eq] == b"TMPDIR";
             cmd.env(os(&e[..eq]), os(&e[eq + 1..]));
         }
+    }
+    // In a guest, /tmp is the host's over 9p, where a file unlinked while open is
+    // lost: the guest's /init names a tmpfs directory for anonymous temporary files.
+    if let (false, Some(dir)) = (has_tmpdir, std::env::var_os("FIDELNET_GUEST_TMPDIR")) {
+        cmd.env("TMPDIR", dir);
     }
     if !spec.cwd.is_empty() {
         cmd.current_dir(os(&spec.cwd));

@@ -157,7 +157,7 @@ class Intf(Interface):
         """Our IPv4 address as the kernel has it."""
         addrs = [
             a
-            for a in self.node.netlink().addresses(self.index)
+            for a in self.node.interior().addresses(self.index)
             if isinstance(ipaddress.ip_interface(a), ipaddress.IPv4Interface)
         ]
         if addrs:

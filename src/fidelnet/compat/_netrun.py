@@ -59,6 +59,7 @@ class NetRunning:
         """Start controllers (no-ops) and switches; wait for spanning trees to settle."""
         if not self.built:
             self.build()
+        self.fn_net.start_nodes()  # VM hosts added since the build
         info("*** Starting controller\n")
         for controller in self.controllers:
             info(controller.name + " ")

@@ -374,6 +374,7 @@ class Mininet(NetRunning, NetTests):
                 sync = getattr(datapath, "sync", None)  # OVS: apply the build's commands
                 if sync is not None:
                     sync()
+            self.fn_net.start_nodes()  # VM hosts boot here, their links made
             info("*** Configuring hosts\n")
             self.configHosts()
             for node in self.hosts + self.switches:

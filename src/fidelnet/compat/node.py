@@ -1,6 +1,6 @@
 """Mininet's ``mininet.node``: nodes, hosts, switches and controllers on fidelnet.
 
-- :class:`Node`, :class:`Host`, :class:`CPULimitedHost` (``_node``);
+- :class:`Node`, :class:`Host` (``_node``), :class:`CPULimitedHost` (``_cpuhost``);
 - :class:`Switch`, :class:`LinuxBridge`, :class:`OVSSwitch` (= ``OVSKernelSwitch``),
   :class:`OVSBridge`, :class:`UserSwitch` on the run's own Open vSwitch, and
   :class:`IVSSwitch`, refused (``_switch``);
@@ -21,7 +21,8 @@ from fidelnet.compat._controller import (
     Ryu,
     findController,
 )
-from fidelnet.compat._node import CPULimitedHost, Host, Node
+from fidelnet.compat._cpuhost import CPULimitedHost
+from fidelnet.compat._node import Host, Node
 from fidelnet.compat._switch import (
     IVSSwitch,
     LinuxBridge,
@@ -31,6 +32,7 @@ from fidelnet.compat._switch import (
     Switch,
     UserSwitch,
 )
+from fidelnet.compat._vmhost import VMHost
 
 __all__ = [
     "NOX",
@@ -50,5 +52,6 @@ __all__ = [
     "Ryu",
     "Switch",
     "UserSwitch",
+    "VMHost",
     "findController",
 ]

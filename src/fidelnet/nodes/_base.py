@@ -41,6 +41,9 @@ class Interior(Protocol):
 
     def add_address(self, index: int, cidr: str) -> None: ...
 
+    def addresses(self, index: int) -> list[str]:
+        """The interface's addresses, CIDR, IPv4 and IPv6."""
+
     def flush_addresses(self, index: int) -> None: ...
 
     def add_routes(self, routes: Sequence[tuple[str, str | None, int | None]]) -> None:

@@ -24,7 +24,7 @@ class FakeInterior:
         self.calls = calls
         self.node = node
         self.links: dict[int, dict[str, Any]] = {}
-        self.addresses: dict[int, list[str]] = {}
+        self.addresses_: dict[int, list[str]] = {}
         self.routes: list[tuple[str, str | None, int | None]] = []
         self.neighbours: dict[tuple[int, str], str] = {}
         self.sysctls: dict[str, str] = {}
@@ -40,11 +40,14 @@ class FakeInterior:
 
     def add_address(self, index: int, cidr: str) -> None:
         self.calls.append(("add_address", self.node, index, cidr))
-        self.addresses.setdefault(index, []).append(cidr)
+        self.addresses_.setdefault(index, []).append(cidr)
+
+    def addresses(self, index: int) -> list[str]:
+        return list(self.addresses_.get(index, []))
 
     def flush_addresses(self, index: int) -> None:
         self.calls.append(("flush_addresses", self.node, index))
-        self.addresses[index] = []
+        self.addresses_[index] = []
 
     def add_routes(self, routes: Sequence[tuple[str, str | None, int | None]]) -> None:
         self.calls.append(("add_routes", self.node, list(routes)))

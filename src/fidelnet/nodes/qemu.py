@@ -23,6 +23,7 @@ vCPU pinning, a user's disk image, the Mininet layer's ``VMHost``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -107,6 +108,8 @@ class GuestInterior:
     def set_link(self, index: int, **attrs: Any) -> None:
         name = self._name(index)
         if "address" in attrs:
+            # The end in the namespace keeps the guest NIC's MAC (what link_info reads).
+            self.vm.node.netlink().set_link(index, address=attrs["address"])
             self._ip(f"link set dev {name} address {attrs['address']}")
         if "mtu" in attrs:
             self._ip(f"link set dev {name} mtu {int(attrs['mtu'])}")
@@ -127,6 +130,20 @@ class GuestInterior:
 
     def add_address(self, index: int, cidr: str) -> None:
         self._ip(f"address add {cidr} dev {self._name(index)}")
+
+    def addresses(self, index: int) -> list[str]:
+        if not self.vm.up:
+            return []
+        out, err, code = self.vm.node.pexec(
+            ["ip", "-j", "address", "show", "dev", self._name(index)], timeout=30
+        )
+        if code != 0:
+            raise KernelError(f"{self.vm.node.name}: in the guest, ip address: {err.strip()}")
+        found = []
+        for link in json.loads(out or "[]"):
+            for a in link.get("addr_info", []):
+                found.append(f"{a['local']}/{a['prefixlen']}")
+        return found
 
     def flush_addresses(self, index: int) -> None:
         self._ip(f"address flush dev {self._name(index)} to 0.0.0.0/0")  # IPv4 only
@@ -239,6 +256,7 @@ class QemuBackend:
                 vm_clock_offset_ns=vm.clock.offset_ns,
                 vm_clock_uncertainty_ns=vm.clock.uncertainty_ns,
             )
+            self._pin(vm)
             self._plumb(vm)
             self._name_nics(vm)
             interior = self._interiors[vm.node.name]
@@ -315,6 +333,21 @@ class QemuBackend:
         except OSError:
             return "(no console log)"
         return dest
+
+    @staticmethod
+    def _pin(vm: _Vm) -> None:
+        """vCPU i's host thread on ``cpupin[i]`` (thread ids from QMP)."""
+        if not vm.spec.cpupin or vm.guest is None:
+            return
+        try:
+            threads = qemu.vcpu_threads(vm.guest.qmp_sock)
+            for tid, core in zip(threads, vm.spec.cpupin, strict=False):
+                os.sched_setaffinity(tid, {core})
+        except OSError as exc:
+            raise NodeError(
+                f"{vm.node.name}: pinning its vCPUs to {vm.spec.cpupin}: {exc}"
+            ) from exc
+        vm.node.net.state_record("info", node=vm.node.name, vm_vcpu_threads=threads)
 
     def _plumb(self, vm: _Vm) -> None:
         nl = vm.node.netlink()

@@ -269,9 +269,14 @@ mount -t devpts -o newinstance,ptmxmode=0666 devpts /newroot/dev/pts
 ln -sf pts/ptmx /newroot/dev/ptmx 2>/dev/null
 # /tmp is the host's, read-write, as a namespace node's is: programs that hand
 # files to fidelnet (pktgen's results) write them where the host reads them.
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 hosttmp /newroot/tmp ||
+# Anonymous temporary files (mkstemp, then unlink) do not survive 9p, so programs
+# get TMPDIR on the guest's own tmpfs (the agent adds it where not set).
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=mmap hosttmp /newroot/tmp ||
   mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run
+mkdir -p /newroot/run/tmp
+chmod 1777 /newroot/run/tmp
+export FIDELNET_GUEST_TMPDIR=/run/tmp
 mkdir -p /newroot/lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /newroot/lib/modules 2>/dev/null
 exec switch_root /newroot "$agent" agent "$port"

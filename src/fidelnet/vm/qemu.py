@@ -20,16 +20,18 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fidelnet.errors import UnsupportedError
 from fidelnet.vm.image import CACHE, PORT, PROBE_WORD
 
-__all__ = ["QEMU", "Boot", "Guest", "argv", "choose_accel", "find_qemu"]
+__all__ = ["QEMU", "Boot", "Guest", "argv", "choose_accel", "find_qemu", "qmp", "vcpu_threads"]
 
 log = logging.getLogger("fidelnet")
 
@@ -131,6 +133,33 @@ def argv(g: Guest) -> list[str]:
             "-device", f"virtio-net-pci,netdev=n{i},mac={mac},csum=off,guest_csum=off",
         ]  # fmt: skip
     return out
+
+
+def qmp(sock: str, command: str, timeout: float = 10.0) -> Any:
+    """One QMP command on the VM's monitor socket (capabilities negotiated first);
+    returns its ``return`` value."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock)
+        f = s.makefile("rwb")
+        json.loads(f.readline())  # the greeting
+        for cmd in ("qmp_capabilities", command):
+            f.write(json.dumps({"execute": cmd}).encode() + b"\n")
+            f.flush()
+            while True:
+                reply = json.loads(f.readline())
+                if "event" in reply:
+                    continue
+                if "error" in reply:
+                    raise OSError(f"QMP {cmd}: {reply['error'].get('desc', reply['error'])}")
+                break
+        return reply["return"]
+
+
+def vcpu_threads(qmp_sock: str) -> list[int]:
+    """The host thread of each vCPU, in vCPU order."""
+    cpus = qmp(qmp_sock, "query-cpus-fast")
+    return [int(c["thread-id"]) for c in sorted(cpus, key=lambda c: c["cpu-index"])]
 
 
 def choose_accel(wanted: str, boot: Boot, cache: Path = CACHE) -> str:
