@@ -196,3 +196,17 @@ def test_a_cimininet_style_script_with_vm_hosts(tmp_path: Path) -> None:
     assert kernel != platform.release()
     iperf = next(line.split()[1] for line in out.splitlines() if line.startswith("IPERF"))
     assert int(iperf) > 0, out
+
+
+def test_mn_host_vm_linear_3_pingall() -> None:
+    """``fidelnet mn --host vm --topo linear,3 --test pingall``: three VM hosts on
+    three Open vSwitch switches with the reference controller, 0 % dropped."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "mn", "--host", "vm", "--topo", "linear,3",
+         "--test", "pingall"],
+        capture_output=True, text=True, env=env, timeout=400, check=False,
+    )  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "Results: 0% dropped (6/6 received)" in out, out

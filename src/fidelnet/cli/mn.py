@@ -45,6 +45,7 @@ from fidelnet.compat.node import (
     OVSSwitch,
     RemoteController,
     UserSwitch,
+    VMHost,
 )
 from fidelnet.compat.topo import SpecTopo
 from fidelnet.compat.util import buildTopo, customClass, specialClass, splitArgs
@@ -67,6 +68,7 @@ HOSTS: dict[str, Any] = {
     "proc": Host,
     "cfs": specialClass(CPULimitedHost, defaults={"sched": "cfs"}),
     "rt": specialClass(CPULimitedHost, defaults={"sched": "rt"}),
+    "vm": VMHost,  # a QEMU virtual machine per host (docs/vm.md); vm,memory=512M,cpus=2
 }
 CONTROLLERS: dict[str, Any] = {
     "default": DefaultController,

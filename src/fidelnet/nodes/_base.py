@@ -82,6 +82,10 @@ class NodeBackend(Protocol):
     def interior(self, node: Node) -> Interior:
         """The node's own network configuration."""
 
+    def describe(self, node: Node) -> dict[str, Any]:
+        """What a result's provenance says about how the node ran (its backend, and
+        for a VM its accelerator, image, memory, clock)."""
+
     def close(self, node: Node) -> None:
         """End what the backend runs for the node (its processes are already ended;
         kernel objects are the run's to remove)."""

@@ -100,5 +100,8 @@ class FakeNodeBackend:
             self.interiors[node.name] = FakeInterior(self.calls, node.name)
         return self.interiors[node.name]
 
+    def describe(self, node: Node) -> dict[str, Any]:
+        return {"backend": self.kind, "node": node.name}
+
     def close(self, node: Node) -> None:
         self.calls.append(("close", node.name))

@@ -11,7 +11,7 @@ Switches live in the run's fabric namespace and are not made here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fidelnet.kernel import launcher, ns
 
@@ -68,6 +68,10 @@ class NetnsBackend:
 
     def interior(self, node: Node) -> Netlink:
         return node.netlink()
+
+    def describe(self, node: Node) -> dict[str, Any]:
+        del node
+        return {"backend": self.kind}
 
     def close(self, node: Node) -> None:
         del node  # the namespace is the run's to remove

@@ -397,6 +397,25 @@ class QemuBackend:
     def interior(self, node: Node) -> GuestInterior:
         return self._interiors[node.name]
 
+    def describe(self, node: Node) -> dict[str, Any]:
+        vm = self._vms.get(node.name)
+        out: dict[str, Any] = {"backend": self.kind}
+        if vm is None or vm.guest is None:
+            return out
+        out.update(
+            accel=vm.guest.accel,
+            image=vm.guest.boot.digest,
+            cpus=vm.guest.cpus,
+            memory_mb=vm.guest.memory_mb,
+        )
+        if vm.qemu is not None:
+            out["qemu_pid"] = vm.qemu.pid
+            out["rss_kib"] = _rss_kib(vm.qemu.pid)
+        if vm.clock is not None:
+            out["clock_offset_ns"] = vm.clock.offset_ns
+            out["clock_uncertainty_ns"] = vm.clock.uncertainty_ns
+        return out
+
     def close(self, node: Node) -> None:
         vm = self._vms.pop(node.name, None)
         self._interiors.pop(node.name, None)
@@ -409,3 +428,15 @@ class QemuBackend:
             if p is not None:
                 p.wait()
         vm.up = False
+
+
+def _rss_kib(pid: int) -> int | None:
+    """Resident memory of a process, KiB (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
