@@ -10,7 +10,7 @@ import pytest
 from fidelnet.cli.mn import parse, run_mn
 from fidelnet.compat._switch import LearningSwitch
 from fidelnet.compat.link import TCLink
-from fidelnet.compat.node import LinuxBridge, NullController, RemoteController
+from fidelnet.compat.node import LinuxBridge, NullController, RemoteController, VMHost
 from fidelnet.compat.topo import Topo
 from fidelnet.errors import UnitError, ValidationError
 
@@ -73,8 +73,10 @@ def test_switch_host_controller_choices() -> None:
     with pytest.raises(ValidationError) as exc:
         parse(["--switch", "ivs"])
     assert "lxbr" in exc.value.choices
-    with pytest.raises(ValidationError):
-        parse(["--host", "vm"])
+    assert issubclass(parse(["--host", "vm,memory=512M"]).host, VMHost)
+    with pytest.raises(ValidationError) as exc:
+        parse(["--host", "xen"])
+    assert "vm" in exc.value.choices
 
 
 def test_tests_several_ways() -> None:
