@@ -108,8 +108,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        return f.read().split()[2] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:  # gone meanwhile (ESRCH while it exits, or ENOENT)
+        return False
 
 
 def test_a_node_shell_runs_over_the_agent_on_a_guest_pty(vm: _Vm) -> None:
