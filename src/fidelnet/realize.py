@@ -112,6 +112,8 @@ def realize_link(
     for node, intf, peer in ((na, intf_a, intf_b), (nb, intf_b, intf_a)):
         if isinstance(node, Switch):
             node.forwards_by().link_added(node, intf, peer)
+        elif node.started:
+            node.backend.intf_added(node, intf)  # a running VM gets a NIC for it
     if choice.backend == "tc":
         driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
     return intf_a, intf_b

@@ -77,6 +77,12 @@ def test_a_vm_host_runs_its_own_kernel_beside_a_namespace_host() -> None:
         ]
         assert len(pinned) == 1
         assert os.sched_getaffinity(int(pinned[0])) == {1}
+        # A link added to the running VM: a NIC hot-plugged, named, addressed.
+        net.add_node(NodeSpec("h3", ip="10.0.9.2/24"))
+        net.add_link(LinkSpec("h1", "h3", a_ip="10.0.9.1/24", b_ip="10.0.9.2/24"))
+        assert "10.0.9.1/24" in h1.cmd("ip -o -4 address show dev h1-eth1")
+        out = h1.cmd("ping -c 3 -i 0.2 -W 2 10.0.9.2")
+        assert " 0% packet loss" in out, out
     assert not os.path.exists(run_dir)
     assert not any(p.isdigit() and _is_qemu(int(p), run_id) for p in os.listdir("/proc"))
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Node
 
 __all__ = ["Interior", "NodeBackend"]
@@ -78,6 +79,10 @@ class NodeBackend(Protocol):
 
     def exec_argv(self, node: Node, argv: Sequence[str], cwd: str | None) -> list[str]:
         """The argv that runs ``argv`` inside the node, as a child of this process."""
+
+    def intf_added(self, node: Node, intf: Interface) -> None:
+        """``intf`` (a link end in the node's namespace, up) was added to a node that
+        may already run (a VM gets a NIC for it at once)."""
 
     def interior(self, node: Node) -> Interior:
         """The node's own network configuration."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Node
 
 __all__ = ["FakeInterior", "FakeNodeBackend"]
@@ -94,6 +95,9 @@ class FakeNodeBackend:
         # No launcher here: env(1) cannot change directory, so a tiny shell does,
         # with the argv passed as arguments, never parsed.
         return ["sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv]
+
+    def intf_added(self, node: Node, intf: Interface) -> None:
+        self.calls.append(("intf_added", node.name, intf.name))
 
     def interior(self, node: Node) -> FakeInterior:
         if node.name not in self.interiors:

@@ -17,6 +17,7 @@ from fidelnet.kernel import launcher, ns
 
 if TYPE_CHECKING:
     from fidelnet.kernel.netlink import Netlink
+    from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Node
 
 __all__ = ["IPV6_OFF", "NetnsBackend"]
@@ -65,6 +66,9 @@ class NetnsBackend:
     def exec_argv(self, node: Node, argv: Sequence[str], cwd: str | None) -> list[str]:
         sh = node.shell()
         return launcher.exec_argv(list(argv), join_pid=sh.pid, cgroups=node.cgroup_dirs(), cwd=cwd)
+
+    def intf_added(self, node: Node, intf: Interface) -> None:
+        del node, intf  # the end is the node's own interface already
 
     def interior(self, node: Node) -> Netlink:
         return node.netlink()

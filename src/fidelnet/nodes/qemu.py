@@ -41,6 +41,8 @@ from fidelnet.topology.spec import VMSpec
 from fidelnet.vm import agent, image, qemu
 
 if TYPE_CHECKING:
+    from fidelnet.kernel.netlink import Netlink
+    from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Node
 
 __all__ = ["GuestInterior", "QemuBackend"]
@@ -72,6 +74,7 @@ class GuestInterior:
         self.vm = vm
         self.pending: list[str] = []  # ip -batch lines
         self.pending_sysctls: list[tuple[str, str]] = []  # (path, value)
+        self.named: set[int] = {1}  # ends whose NIC the guest has under the end's name
 
     def _name(self, index: int) -> str:
         if index == 1:
@@ -81,8 +84,10 @@ class GuestInterior:
                 return intf.name
         raise NodeError(f"{self.vm.node.name}: no interface with index {index}")
 
-    def _ip(self, line: str) -> None:
-        if self.vm.up:
+    def _ip(self, line: str, index: int | None = None) -> None:
+        """Run now, or keep until the guest is up and has the interface's NIC (a link
+        added to a running VM gets its address before its NIC is plugged)."""
+        if self.vm.up and (index is None or index in self.named):
             self._batch([line])
         else:
             self.pending.append(line)
@@ -110,11 +115,11 @@ class GuestInterior:
         if "address" in attrs:
             # The end in the namespace keeps the guest NIC's MAC (what link_info reads).
             self.vm.node.netlink().set_link(index, address=attrs["address"])
-            self._ip(f"link set dev {name} address {attrs['address']}")
+            self._ip(f"link set dev {name} address {attrs['address']}", index)
         if "mtu" in attrs:
-            self._ip(f"link set dev {name} mtu {int(attrs['mtu'])}")
+            self._ip(f"link set dev {name} mtu {int(attrs['mtu'])}", index)
         if "state" in attrs:
-            self._ip(f"link set dev {name} {'up' if attrs['state'] == 'up' else 'down'}")
+            self._ip(f"link set dev {name} {'up' if attrs['state'] == 'up' else 'down'}", index)
 
     def link_info(self, index: int) -> dict[str, Any]:
         # The guest's NIC has the end's MAC by construction (QEMU's -device mac=).
@@ -129,7 +134,7 @@ class GuestInterior:
         return info
 
     def add_address(self, index: int, cidr: str) -> None:
-        self._ip(f"address add {cidr} dev {self._name(index)}")
+        self._ip(f"address add {cidr} dev {self._name(index)}", index)
 
     def addresses(self, index: int) -> list[str]:
         if not self.vm.up:
@@ -146,7 +151,7 @@ class GuestInterior:
         return found
 
     def flush_addresses(self, index: int) -> None:
-        self._ip(f"address flush dev {self._name(index)} to 0.0.0.0/0")  # IPv4 only
+        self._ip(f"address flush dev {self._name(index)} to 0.0.0.0/0", index)  # IPv4 only
 
     def add_routes(self, routes: Sequence[tuple[str, str | None, int | None]]) -> None:
         for dst, via, index in routes:
@@ -155,10 +160,10 @@ class GuestInterior:
                 line += f" via {via}"
             if index is not None:
                 line += f" dev {self._name(index)}"
-            self._ip(line)
+            self._ip(line, index)
 
     def add_neighbour(self, index: int, ip: str, mac: str) -> None:
-        self._ip(f"neigh replace {ip} lladdr {mac} dev {self._name(index)} nud permanent")
+        self._ip(f"neigh replace {ip} lladdr {mac} dev {self._name(index)} nud permanent", index)
 
     def write_sysctl(self, key: str, value: str) -> str:
         if not key.startswith("net.") or ".." in key or "/" in key:
@@ -352,12 +357,17 @@ class QemuBackend:
     def _plumb(self, vm: _Vm) -> None:
         nl = vm.node.netlink()
         for end, tap in vm.taps.items():
-            t = nl.index(tap)
-            nl.set_link(t, state="up")
-            tc.redirect_all(nl, end, "ingress", t, "egress")
-            tc.redirect_all(nl, t, "ingress", end, "egress")
+            self._join(nl, end, tap)
 
-    def _name_nics(self, vm: _Vm) -> None:
+    @staticmethod
+    def _join(nl: Netlink, end: int, tap: str) -> None:
+        """What arrives on the link end leaves by the TAP (to the guest), and back."""
+        t = nl.index(tap)
+        nl.set_link(t, state="up")
+        tc.redirect_all(nl, end, "ingress", t, "egress")
+        tc.redirect_all(nl, t, "ingress", end, "egress")
+
+    def _name_nics(self, vm: _Vm, only: list[Interface] | None = None) -> None:
         node = vm.node
         out, err, code = node.pexec(["sh", "-c", _NIC_SCRIPT], timeout=60)
         if code != 0:
@@ -367,8 +377,8 @@ class QemuBackend:
             parts = line.split()
             if len(parts) == 2:
                 by_mac[parts[1].lower()] = parts[0]
-        lines = ["link set dev lo up"]
-        for intf in node.intf_list():
+        lines = [] if only else ["link set dev lo up"]
+        for intf in only or node.intf_list():
             mac = str(node.netlink().link_info(intf.index)["mac"]).lower()
             guest = by_mac.get(mac)
             if guest is None:
@@ -376,8 +386,11 @@ class QemuBackend:
             if guest != intf.name:
                 lines.append(f"link set dev {guest} name {intf.name}")
             lines.append(f"link set dev {intf.name} up")
-        self._interiors[node.name]._batch(lines)
-        node.pexec(["hostname", node.name], timeout=30)
+        interior = self._interiors[node.name]
+        interior._batch(lines)
+        interior.named.update(i.index for i in (only or node.intf_list()))
+        if not only:
+            node.pexec(["hostname", node.name], timeout=30)
 
     # -- reaching ---------------------------------------------------------------
 
@@ -393,6 +406,44 @@ class QemuBackend:
 
     def exec_argv(self, node: Node, argv: Sequence[str], cwd: str | None) -> list[str]:
         return agent.run_argv(self._sock(node), argv, cwd=cwd)
+
+    def intf_added(self, node: Node, intf: Interface) -> None:
+        """A link added after the VM booted: a NIC hot-plugged into a free PCIe port,
+        joined to the end like the others, named and brought up in the guest; what was
+        queued for the guest meanwhile (its address) applied after."""
+        vm = self._vms.get(node.name)
+        if vm is None or not vm.up or vm.guest is None or intf.index in vm.taps:
+            return
+        slot = len(vm.taps) - len(vm.guest.nics)
+        if slot >= qemu.HOTPLUG_SLOTS:
+            raise NodeError(
+                f"{node.name}: a VM takes at most {qemu.HOTPLUG_SLOTS} links added after it "
+                f"booted; add {intf.name}'s link before start()"
+            )
+        tap = f"vmtap{len(vm.taps)}"
+        mac = str(node.netlink().link_info(intf.index)["mac"])
+        try:
+            qemu.hotplug_nic(vm.guest.qmp_sock, slot, tap, mac)
+        except OSError as exc:
+            raise NodeError(f"{node.name}: hot-plugging a NIC for {intf.name}: {exc}") from exc
+        vm.taps[intf.index] = tap
+        nl = node.netlink()
+        deadline = time.monotonic() + 10
+        while nl.index_or_none(tap) is None:
+            if time.monotonic() > deadline:
+                raise NodeError(f"{node.name}: QEMU made no {tap} for {intf.name}")
+            time.sleep(0.02)
+        self._join(nl, intf.index, tap)
+        deadline = time.monotonic() + 30
+        while True:  # the guest's driver takes a moment to bind the new device
+            try:
+                self._name_nics(vm, only=[intf])
+                break
+            except NodeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self._interiors[node.name].flush()
 
     def interior(self, node: Node) -> GuestInterior:
         return self._interiors[node.name]

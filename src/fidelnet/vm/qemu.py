@@ -31,9 +31,24 @@ from typing import Any
 from fidelnet.errors import UnsupportedError
 from fidelnet.vm.image import CACHE, PORT, PROBE_WORD
 
-__all__ = ["QEMU", "Boot", "Guest", "argv", "choose_accel", "find_qemu", "qmp", "vcpu_threads"]
+__all__ = [
+    "HOTPLUG_SLOTS",
+    "QEMU",
+    "Boot",
+    "Guest",
+    "argv",
+    "choose_accel",
+    "find_qemu",
+    "hotplug_nic",
+    "qmp",
+    "vcpu_threads",
+]
 
 log = logging.getLogger("fidelnet")
+
+HOTPLUG_SLOTS = 4
+"""NICs a VM can get after it booted (links added at runtime): q35 hot-plugs a PCIe
+device only into an empty root port made at start."""
 
 QEMU = "qemu-system-x86_64"
 _PROBE_TIMEOUT_S = 20.0
@@ -125,6 +140,8 @@ def argv(g: Guest) -> list[str]:
         "-device", f"virtserialport,bus=vser.0,chardev=agent,name={PORT}",
         "-qmp", f"unix:{g.qmp_sock},server=on,wait=off",
     ]  # fmt: skip
+    for i in range(HOTPLUG_SLOTS):  # empty PCIe ports for NICs added after boot
+        out += ["-device", f"pcie-root-port,id=hp{i},chassis={i + 1}"]
     for i, (tap, mac) in enumerate(g.nics):
         out += [
             "-netdev", f"tap,id=n{i},ifname={tap},script=no,downscript=no",
@@ -135,7 +152,9 @@ def argv(g: Guest) -> list[str]:
     return out
 
 
-def qmp(sock: str, command: str, timeout: float = 10.0) -> Any:
+def qmp(
+    sock: str, command: str, arguments: dict[str, Any] | None = None, timeout: float = 10.0
+) -> Any:
     """One QMP command on the VM's monitor socket (capabilities negotiated first);
     returns its ``return`` value."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -143,8 +162,11 @@ def qmp(sock: str, command: str, timeout: float = 10.0) -> Any:
         s.connect(sock)
         f = s.makefile("rwb")
         json.loads(f.readline())  # the greeting
-        for cmd in ("qmp_capabilities", command):
-            f.write(json.dumps({"execute": cmd}).encode() + b"\n")
+        for cmd, args in (("qmp_capabilities", None), (command, arguments)):
+            msg: dict[str, Any] = {"execute": cmd}
+            if args:
+                msg["arguments"] = args
+            f.write(json.dumps(msg).encode() + b"\n")
             f.flush()
             while True:
                 reply = json.loads(f.readline())
@@ -154,6 +176,18 @@ def qmp(sock: str, command: str, timeout: float = 10.0) -> Any:
                     raise OSError(f"QMP {cmd}: {reply['error'].get('desc', reply['error'])}")
                 break
         return reply["return"]
+
+
+def hotplug_nic(qmp_sock: str, slot: int, tap: str, mac: str) -> None:
+    """A new NIC in root port ``slot``: a TAP ``tap`` (QEMU makes it, in its own
+    namespace) and a virtio-net device with ``mac``, offloads off as at boot."""
+    nid = f"hpn{slot}"
+    qmp(qmp_sock, "netdev_add",
+        {"type": "tap", "id": nid, "ifname": tap, "script": "no", "downscript": "no"})  # fmt: skip
+    qmp(qmp_sock, "device_add", {
+        "driver": "virtio-net-pci", "id": f"hpd{slot}", "netdev": nid, "mac": mac,
+        "bus": f"hp{slot}", "csum": False, "guest_csum": False,
+    })  # fmt: skip
 
 
 def vcpu_threads(qmp_sock: str) -> list[int]:
