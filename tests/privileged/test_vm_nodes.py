@@ -93,11 +93,8 @@ def _is_qemu(pid: int, run_id: str) -> bool:
             argv = f.read().split(b"\0")
     except OSError:
         return False
-    return (
-        bool(argv)
-        and argv[0].endswith(b"qemu-system-x86_64")
-        and (f"fidelnet-{run_id}-h1".encode() in argv)
-    )
+    name = f"fidelnet-{run_id}-h1,".encode()  # -name guest=fidelnet-<run>-h1,debug-threads=on
+    return bool(argv) and argv[0].endswith(b"qemu-system-x86_64") and any(name in a for a in argv)
 
 
 _CHILD = """

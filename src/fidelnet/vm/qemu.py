@@ -112,7 +112,8 @@ def argv(g: Guest) -> list[str]:
         append += " " + g.cmdline
     out = [
         find_qemu(),
-        "-name", f"fidelnet-{g.name}",
+        # Named threads ("CPU 0/TCG"): what top and ps show, and what pinning acts on.
+        "-name", f"guest=fidelnet-{g.name},debug-threads=on",
         "-machine", f"q35,accel={g.accel}",
         "-cpu", "host" if g.accel == "kvm" else "max",
         "-smp", str(g.cpus),
