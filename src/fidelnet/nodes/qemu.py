@@ -86,7 +86,13 @@ class GuestInterior:
 
     def _ip(self, line: str, index: int | None = None) -> None:
         """Run now, or keep until the guest is up and has the interface's NIC (a link
-        added to a running VM gets its address before its NIC is plugged)."""
+        added to a running VM gets its address before its NIC is plugged).
+
+        ``ip -batch`` splits a line at blanks: every word here is a checked name,
+        address or number, and a line that would hold a newline is refused rather
+        than read as two commands."""
+        if "\n" in line or "\r" in line or "\0" in line:
+            raise NodeError(f"{self.vm.node.name}: refusing a guest ip command: {line!r}")
         if self.vm.up and (index is None or index in self.named):
             self._batch([line])
         else:
