@@ -124,3 +124,18 @@ def test_a_tree_record_removes_only_a_directory_of_the_state_dir(
     assert outside.exists()
     teardown._tree({"kind": "tree", "path": str(monkey_dir)}, "abc123")
     assert not monkey_dir.exists()
+
+
+def test_runs_lists_each_vm_node_with_its_resident_memory() -> None:
+    from click.testing import CliRunner
+
+    from fidelnet.cli.main import cli
+
+    st = state.RunState.create(command="vm test")
+    st.record("info", node="h1", vm_accel="tcg", vm_memory_mb=256, vm_pid=os.getpid())
+    st.record("info", node="h2", vm_accel="kvm", vm_memory_mb=512, vm_pid=2**22 + 7)
+    out = CliRunner().invoke(cli, ["runs"]).output
+    assert st.run_id in out
+    assert "vm h1: tcg, 256 MiB guest, " in out and "MiB resident" in out
+    assert "vm h2: kvm, 512 MiB guest, not running" in out
+    st.close(remove=True)

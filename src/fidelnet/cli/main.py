@@ -69,8 +69,27 @@ def runs() -> None:
 
     for r in list_runs():
         status = "alive" if r.alive else "stale"
-        n = len(live_objects(r.path))
-        click.echo(f"{r.run_id}  {status:5}  pid {r.owner_pid}  {n} objects  {r.command}")
+        objs = live_objects(r.path)
+        click.echo(f"{r.run_id}  {status:5}  pid {r.owner_pid}  {len(objs)} objects  {r.command}")
+        for rec in objs:  # VM nodes: what each costs now
+            if rec.get("kind") == "info" and "vm_pid" in rec:
+                rss = _rss_mib(int(rec["vm_pid"]))
+                click.echo(
+                    f"  vm {rec.get('node')}: {rec.get('vm_accel')}, "
+                    f"{rec.get('vm_memory_mb')} MiB guest, "
+                    + (f"{rss:.0f} MiB resident" if rss is not None else "not running")
+                )
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 @cli.command("compat-path")

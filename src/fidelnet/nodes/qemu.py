@@ -307,7 +307,13 @@ class QemuBackend:
         )
         self._record(node, vm.mux.pid)
         node.net.state_record(
-            "info", node=node.name, vm_accel=accel, vm_image=boot.digest, vm_dir=vm.dir
+            "info",
+            node=node.name,
+            vm_accel=accel,
+            vm_image=boot.digest,
+            vm_dir=vm.dir,
+            vm_pid=vm.qemu.pid,
+            vm_memory_mb=vm.spec.memory_mb,
         )
 
     @staticmethod
