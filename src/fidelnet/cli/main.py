@@ -65,14 +65,14 @@ def clean(run_ids: tuple[str, ...], dry_run: bool) -> None:
 @cli.command()
 def runs() -> None:
     """List runs that have a state file, with their owner and whether it is alive."""
-    from fidelnet.kernel.state import list_runs, live_objects
+    from fidelnet.kernel.state import list_runs, live_objects, notes
 
     for r in list_runs():
         status = "alive" if r.alive else "stale"
         objs = live_objects(r.path)
         click.echo(f"{r.run_id}  {status:5}  pid {r.owner_pid}  {len(objs)} objects  {r.command}")
-        for rec in objs:  # VM nodes: what each costs now
-            if rec.get("kind") == "info" and "vm_pid" in rec:
+        for rec in notes(r.path):  # VM nodes: what each costs now
+            if "vm_pid" in rec:
                 rss = _rss_mib(int(rec["vm_pid"]))
                 click.echo(
                     f"  vm {rec.get('node')}: {rec.get('vm_accel')}, "

@@ -39,6 +39,7 @@ __all__ = [
     "list_runs",
     "live_objects",
     "mark_for",
+    "notes",
     "process_matches",
     "process_start_time",
 ]
@@ -196,6 +197,12 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "iptables": ("id",),
     }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
+
+
+def notes(path: str) -> list[dict[str, Any]]:
+    """Every ``info`` record of the run in ``path`` (notes, not objects: each is kept,
+    where :func:`live_objects` keeps one per identity)."""
+    return [r for r in _records(path) if r.get("kind") == "info"]
 
 
 def live_objects(path: str) -> list[dict[str, Any]]:
