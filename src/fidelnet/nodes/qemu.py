@@ -251,12 +251,21 @@ class QemuBackend:
             )
             for vm in vms
         }
-        for vm in vms:
-            w = waits[vm.node.name]
-            _, err = w.communicate(timeout=vm.spec.boot_timeout_s + 30)
-            if w.returncode != 0:
-                raise NodeError(self._boot_failure(vm, err.decode(errors="replace").strip()))
-            vm.up = True
+        try:
+            for vm in vms:
+                w = waits[vm.node.name]
+                _, err = w.communicate(timeout=vm.spec.boot_timeout_s + 30)
+                if w.returncode != 0:
+                    why = err.decode(errors="replace").strip()
+                    raise NodeError(self._boot_failure(vm, why))
+                vm.up = True
+        finally:
+            for w in waits.values():  # the others' waits, when one VM failed
+                if w.poll() is None:
+                    w.kill()
+                w.wait()
+                if w.stderr is not None:
+                    w.stderr.close()
         log.info("%d VM(s) answered after %.1f s", len(vms), time.monotonic() - began)
         for vm in vms:
             assert vm.guest is not None
