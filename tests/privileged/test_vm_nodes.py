@@ -213,3 +213,42 @@ def test_mn_host_vm_linear_3_pingall() -> None:
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert "Results: 0% dropped (6/6 received)" in out, out
+
+
+def test_a_guest_that_does_not_boot_is_an_error_naming_the_node(tmp_path: Path) -> None:
+    """A kernel that is not one: the error names the node and keeps the console log;
+    the rollback leaves no QEMU and no run directory."""
+    from fidelnet.errors import NodeError
+
+    kernel, initrd = tmp_path / "vmlinuz", tmp_path / "initrd.img"
+    kernel.write_bytes(b"not a kernel" * 100)
+    initrd.write_bytes(b"not an initramfs")
+    t = TopologySpec()
+    vm = VMSpec(kernel=str(kernel), initrd=str(initrd), boot_timeout_s=20)
+    t.add_node(NodeSpec("h1", ip="10.0.0.1/24", backend="qemu", vm=vm))
+    t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+    t.add_link(LinkSpec("h1", "h2"))
+    net = Network(t)
+    with pytest.raises(NodeError) as exc:
+        net.start()
+    msg = str(exc.value)
+    assert msg.startswith("h1: the VM did not answer"), msg
+    kept = msg.split("console kept in ")[1].split()[0]
+    assert kept.endswith("-h1-console.log")
+    if os.path.exists(kept):
+        os.unlink(kept)
+    assert not net.is_open
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_vm_of(int(p), "h1")]
+
+
+def _is_vm_of(pid: int, node: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return (
+        bool(argv)
+        and argv[0].endswith(b"qemu-system-x86_64")
+        and any(f"-{node},debug-threads".encode() in a for a in argv)
+    )
