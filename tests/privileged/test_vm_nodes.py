@@ -164,13 +164,24 @@ def test_kill_9_then_clean_leaves_no_qemu_socket_or_namespace() -> None:
 
 _MININET = """
 from mininet.net import Mininet
-from mininet.node import LinuxBridge, VMHost
-from mininet.topo import LinearTopo
-net = Mininet(topo=LinearTopo(k=2, n=1), host=VMHost, switch=LinuxBridge, controller=None)
+from mininet.node import VMHost, VMLinuxBridge
+from mininet.topo import Topo
+
+
+class Line(Topo):
+    def build(self):
+        s1 = self.addSwitch("s1")
+        self.addLink(self.addHost("h1"), s1)
+        self.addLink(self.addHost("h2"), s1)
+
+
+net = Mininet(topo=Line(), host=VMHost, switch=VMLinuxBridge, controller=None)
 net.start()
 print("LOSS", net.pingAll())
 h1, h2 = net.get("h1", "h2")
+s1 = net.get("s1")
 print("KERNEL", h1.cmd("uname -r").strip())
+print("BRIDGE", s1.cmd("ip -o link show master br0 | wc -l").strip())
 h2.cmd("iperf3 -s -D -1")
 import time
 time.sleep(1)
@@ -179,8 +190,10 @@ net.stop()
 """
 
 
-def test_a_cimininet_style_script_with_vm_hosts(tmp_path: Path) -> None:
-    """``Mininet(topo, host=VMHost)``: built, pinged, iperf3 run, torn down."""
+def test_a_cimininet_style_script_with_vm_hosts_and_a_vm_bridge(tmp_path: Path) -> None:
+    """``Mininet(topo, host=VMHost, switch=VMLinuxBridge)`` on a 3-node line (every
+    node a VM; the switch is a Linux bridge in its guest): built, pinged, iperf3
+    run, torn down."""
     script = tmp_path / "vmline.py"
     script.write_text(_MININET)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
@@ -199,6 +212,8 @@ def test_a_cimininet_style_script_with_vm_hosts(tmp_path: Path) -> None:
     assert kernel != platform.release()
     iperf = next(line.split()[1] for line in out.splitlines() if line.startswith("IPERF"))
     assert int(iperf) > 0, out
+    bridged = next(line.split()[1] for line in out.splitlines() if line.startswith("BRIDGE"))
+    assert bridged == "2", out  # both of s1's NICs in the guest's bridge
 
 
 def test_mn_host_vm_linear_3_pingall() -> None:

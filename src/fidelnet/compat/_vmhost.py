@@ -11,13 +11,14 @@ the guest. ``image=`` (a disk image) is refused: not built yet.
 from __future__ import annotations
 
 import re
+import subprocess
 from typing import Any
 
 from fidelnet.compat._node import Host
-from fidelnet.errors import ValidationError
+from fidelnet.errors import NodeError, ValidationError
 from fidelnet.topology.spec import NodeSpec, VMSpec
 
-__all__ = ["VMHost"]
+__all__ = ["VMHost", "VMLinuxBridge"]
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _MIB = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -76,3 +77,53 @@ class VMHost(Host):
         spec.backend = "qemu"
         spec.vm = self.fn_vm
         return spec
+
+
+class VMLinuxBridge(VMHost):
+    """CIMininet's ``VMLinuxBridge``: a switch that is a VM whose own kernel bridges
+    its NICs (a Linux bridge ``br0`` in the guest, no STP). ``addSwitch('s1',
+    cls=VMLinuxBridge)`` or ``Mininet(topo, switch=VMLinuxBridge)``; it takes
+    VMHost's parameters (``cpus``, ``memory``...). It has no address, and the
+    network's spanning tree and controllers do not apply to it."""
+
+    def __init__(
+        self,
+        name: str,
+        dpid: str | None = None,
+        opts: str = "",
+        listenPort: int | None = None,
+        **params: Any,
+    ) -> None:
+        params.pop("inNamespace", None)
+        params.pop("stp", None)
+        super().__init__(name, **params)
+        self.dpid = dpid
+        self.opts = opts
+        self.listenPort = listenPort
+        self.fn_bridged = False
+
+    def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
+        spec = super().fn_spec(name, params)
+        spec.ip = None  # a switch holds no address
+        return spec
+
+    def start(self, controllers: Any = None) -> None:
+        """Bridge every NIC in the guest (again after links were added)."""
+        del controllers
+        lines = [] if self.fn_bridged else ["link add name br0 type bridge stp_state 0"]
+        lines += [f"link set dev {i.name} master br0" for i in self.intf_list()]
+        lines.append("link set dev br0 up")
+        p = self.popen(
+            ["ip", "-batch", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _, err = p.communicate("\n".join(lines) + "\n", timeout=60)
+        if p.returncode != 0:
+            raise NodeError(f"{self.name}: bridging its NICs in the guest: {err.strip()[-300:]}")
+        self.fn_bridged = True
+
+    def connected(self) -> bool:
+        return self.fn_bridged

@@ -32,7 +32,7 @@ from fidelnet.compat._switch import (
     Switch,
     UserSwitch,
 )
-from fidelnet.compat._vmhost import VMHost
+from fidelnet.compat._vmhost import VMHost, VMLinuxBridge
 
 __all__ = [
     "NOX",
@@ -53,5 +53,6 @@ __all__ = [
     "Switch",
     "UserSwitch",
     "VMHost",
+    "VMLinuxBridge",
     "findController",
 ]
