@@ -1,5 +1,8 @@
-"""VM nodes (issue 12, being built): the guest agent's tool, the guest image, QEMU.
+"""VM nodes (issue 12, docs/vm.md): what the ``qemu`` node backend
+(:mod:`fidelnet.nodes.qemu`) is made of.
 
-What exists so far: :mod:`fidelnet.vm.agent` (the host side of ``fidelnet-vm``:
-the argvs that run a program or a shell in a guest through its multiplexer).
+- :mod:`fidelnet.vm.agent`: the host side of ``fidelnet-vm`` (run a program or a
+  shell in a guest, wait for its agent, set its clock);
+- :mod:`fidelnet.vm.image`: the guest image from Debian's packages;
+- :mod:`fidelnet.vm.qemu`: QEMU's command line, QMP, the accelerator probe.
 """
