@@ -548,3 +548,106 @@ def test_backlog_drops_are_read_from_softnet_stat() -> None:
     )
     assert procfs.softnet_dropped(text) == 0x5A003
     assert procfs.softnet_dropped("") == 0
+
+
+def _vm(name: str = "h1", accel: str = "tcg", clock: int | None = 100_000, busy: float = 20.0):  # type: ignore[no-untyped-def]
+    from fidelnet.fidelity.record import VmSeen
+
+    return VmSeen(name=name, accel=accel, clock_uncertainty_ns=clock, vcpu_busy_pct=busy)
+
+
+def test_an_emulated_vm_on_the_path_degrades_and_says_so() -> None:
+    v = judge(UDP, _record(vms=[_vm("r1"), _vm("r2", accel="kvm")]))
+    assert v.level == "degraded"
+    (r,) = v.problems()
+    assert r.code == "vm_emulated" and "r1" in r.message and "r2" not in r.message
+    assert "TCG" in r.message
+    assert judge(UDP, _record(vms=[_vm("r2", accel="kvm")])).level == "trusted"
+
+
+def test_a_saturated_vcpu_limits_the_figure() -> None:
+    busy = _vm("r1", accel="kvm", busy=99.0)
+    v = judge(UDP, _record(vms=[busy]))
+    assert v.level == "untrusted" and v.reasons[0].code == "vm_cpu_saturated"
+    assert "r1's vCPU was busy 99 %" in v.reasons[0].message
+    unshaped = Observation(kind="udp", packets=1, capacity_limited=False)
+    assert judge(unshaped, _record(vms=[busy])).level == "degraded"
+
+
+@pytest.mark.parametrize(
+    ("uncertainty_ns", "p50_ns", "level"),
+    [
+        (100_000, 10_000_000, "trusted"),  # 1 % of 10 ms
+        (100_000, 1_000_000, "degraded"),  # 10 % of 1 ms
+        (100_000, 150_000, "untrusted"),  # 67 % of 150 µs
+        (None, 10_000_000, "untrusted"),  # never set
+    ],
+)
+def test_one_way_latency_from_a_vm_is_judged_by_its_clock(
+    uncertainty_ns: int | None, p50_ns: int, level: str
+) -> None:
+    vm = _vm("h1", accel="kvm", clock=uncertainty_ns)
+    obs = Observation(kind="udp", packets=100, latency_p50_ns=p50_ns, src="h1", dst="h2")
+    v = judge(obs, _record(vms=[vm]))
+    assert v.level == level
+    if level != "trusted":
+        assert v.reasons[0].code == "vm_clock" and "h1" in v.reasons[0].message
+    # A VM only forwarding between two namespace hosts: its clock plays no part.
+    between = Observation(kind="udp", packets=100, latency_p50_ns=p50_ns, src="h0", dst="h2")
+    assert judge(between, _record(vms=[vm])).level == "trusted"
+
+
+def test_vm_clock_thresholds_are_checked_in_order() -> None:
+    with pytest.raises(ValidationError, match="vm_clock_untrusted_pct_of_latency"):
+        parse({"vm_clock_degraded_pct_of_latency": 60, "vm_clock_untrusted_pct_of_latency": 50})
+    with pytest.raises(ValidationError, match="vm_vcpu_busy_pct"):
+        parse({"vm_vcpu_busy_pct": 120})
+
+
+class _VmBackend:
+    kind = "qemu"
+
+    def describe(self, node: object) -> dict[str, object]:
+        import threading
+
+        return {
+            "backend": "qemu",
+            "accel": "tcg",
+            "qemu_pid": os.getpid(),
+            "vcpu_tids": [threading.get_native_id()],
+            "clock_uncertainty_ns": 90_000,
+        }
+
+
+class _VmNode:
+    name = "h1"
+    netns = None
+    spec = None
+    backend = _VmBackend()
+
+
+class _VmNet:
+    engine = None
+    links: list[object] = []
+    fastpath: dict[str, object] = {}
+
+    def __iter__(self) -> Iterator[_VmNode]:
+        return iter([_VmNode()])
+
+
+def test_monitor_records_vm_nodes_and_their_busiest_vcpu() -> None:
+    """The fake VM's one vCPU is this thread: busy between begin and end, it is seen so."""
+    import time
+
+    from fidelnet.fidelity.monitor import Monitor
+
+    mon = Monitor(_VmNet(), nodes=["h1"])  # type: ignore[arg-type]
+    mon._t0 = time.monotonic()
+    mon.begin()
+    t = time.thread_time()
+    while time.thread_time() - t < 0.3:
+        pass
+    mon.end()
+    (vm,) = mon.record().vms
+    assert vm.name == "h1" and vm.accel == "tcg" and vm.clock_uncertainty_ns == 90_000
+    assert vm.vcpu_busy_pct is not None and vm.vcpu_busy_pct > 50

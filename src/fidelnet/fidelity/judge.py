@@ -20,6 +20,9 @@ timer_late          a sleeping thread woke up late (scheduling delay)
 socket_drops        the receiver's socket overflowed: it lost packets itself
 generator_short     the generator did not send the rate asked for
 near_floor          (a note) the latency is within the measurement's floor
+vm_emulated         a VM node on the path runs in software emulation (TCG)
+vm_cpu_saturated    a VM node's vCPU was busy the whole traffic window
+vm_clock            one-way latency from or to a VM whose clock is uncertain
 monitor_absent      nothing was watched: the result cannot be vouched for
 flag:<code>         a flag the measurement raised itself
 ==================  =========================================================
@@ -63,6 +66,9 @@ class Observation:
     achieved_pps: float | None = None
     socket_drops: int = 0
     latency_p999_ns: int | None = None
+    latency_p50_ns: int | None = None
+    src: str | None = None
+    dst: str | None = None
     floor_p999_ns: int | None = None
     flags: Sequence[tuple[str, str]] = field(default_factory=list)
     capacity_limited: bool = True
@@ -291,6 +297,70 @@ def _timer(rec: MonitorRecord, profile: Profile | None, th: Thresholds) -> Itera
         )
 
 
+def _vms(rec: MonitorRecord, obs: Observation, th: Thresholds) -> Iterator[Reason]:
+    emulated = [vm.name for vm in rec.vms if vm.accel == "tcg"]
+    if emulated:
+        yield Reason(
+            code="vm_emulated",
+            level="degraded",
+            message=(
+                f"VM node(s) {', '.join(emulated)} run emulated in software (TCG, no KVM "
+                "here): they compute and forward many times slower than real hardware, "
+                "so the figure is this emulation's"
+            ),
+            source="monitor.vm",
+        )
+    for vm in rec.vms:
+        if vm.vcpu_busy_pct is not None and vm.vcpu_busy_pct >= th.vm_vcpu_busy_pct:
+            yield Reason(
+                code="vm_cpu_saturated",
+                level="untrusted" if obs.capacity_limited else "degraded",
+                message=(
+                    f"{vm.name}'s vCPU was busy {vm.vcpu_busy_pct:.0f} % of the traffic "
+                    "window: the VM's CPU, not the network, set this figure"
+                ),
+                value=vm.vcpu_busy_pct,
+                threshold=th.vm_vcpu_busy_pct,
+                unit="%",
+                source="monitor.vm",
+            )
+    if obs.latency_p50_ns is None or obs.kind != "udp":
+        return
+    for vm in rec.vms:
+        if vm.name not in (obs.src, obs.dst):
+            continue
+        if vm.clock_uncertainty_ns is None:
+            yield Reason(
+                code="vm_clock",
+                level="untrusted",
+                message=(
+                    f"one-way latency from or to {vm.name}, whose clock was never set to the host's"
+                ),
+                source="monitor.vm",
+            )
+            continue
+        pct = 100 * vm.clock_uncertainty_ns / max(obs.latency_p50_ns, 1)
+        level = _level(
+            pct, th.vm_clock_degraded_pct_of_latency, th.vm_clock_untrusted_pct_of_latency
+        )
+        if level != "trusted":
+            yield Reason(
+                code="vm_clock",
+                level=level,
+                message=(
+                    f"{vm.name}'s clock is known to within {_fmt_ns(vm.clock_uncertainty_ns)}"
+                    f", {pct:.0f} % of the median one-way latency "
+                    f"{_fmt_ns(obs.latency_p50_ns)}"
+                ),
+                value=round(pct, 1),
+                threshold=th.vm_clock_degraded_pct_of_latency
+                if level == "degraded"
+                else th.vm_clock_untrusted_pct_of_latency,
+                unit="% of latency",
+                source="monitor.vm",
+            )
+
+
 def _measurement(obs: Observation, th: Thresholds) -> Iterator[Reason]:
     if obs.socket_drops > 0:
         yield Reason(
@@ -380,6 +450,7 @@ def judge(
         reasons += _throttle(record, thresholds)
         reasons += _kernel_drops(record, obs, thresholds)
         reasons += _timer(record, profile, thresholds)
+        reasons += _vms(record, obs, thresholds)
         for note in record.notes:
             reasons.append(Reason(code="monitor_note", level="trusted", message=note))
     return Verdict.of(

@@ -45,6 +45,7 @@ from fidelnet.fidelity.record import (
     MonitorRecord,
     NodeThrottle,
     TimerProbe,
+    VmSeen,
 )
 from fidelnet.kernel import cgroups, neigh, procfs, tc
 
@@ -121,6 +122,7 @@ class _Snapshot:
     realtime: dict[str, Any] = field(default_factory=dict)
     cgroups: dict[str, cgroups.CpuStat] = field(default_factory=dict)
     drops: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    vcpus: dict[tuple[str, int], float] = field(default_factory=dict)  # (node, tid) -> s
 
 
 class Monitor:
@@ -265,6 +267,7 @@ class Monitor:
                 with contextlib.suppress(Exception):
                     snap.cgroups[node.name] = cgroups.cpu_stat(node.cgroup_dirs())
             for node in self._watched():
+                self._vcpu_times(node, snap)
                 if node.netns is None:
                     continue
                 try:
@@ -286,6 +289,49 @@ class Monitor:
             snap.drops[NEIGH_FULL] = (neigh.table_fulls(), 0, 0)
         self._snap_cpu += time.thread_time() - c0
         return snap
+
+    def _vm(self, node: Any) -> dict[str, Any] | None:
+        """What the node's backend tells of its VM (None: not a VM node)."""
+        backend = getattr(node, "backend", None)
+        if backend is None or getattr(backend, "kind", "") != "qemu":
+            return None
+        try:
+            info: dict[str, Any] = backend.describe(node)
+        except Exception as exc:
+            self.notes.append(f"{node.name}: VM state unavailable: {exc}")
+            return None
+        return info
+
+    def _vcpu_times(self, node: Any, snap: _Snapshot) -> None:
+        info = self._vm(node)
+        if info is None or "qemu_pid" not in info:
+            return
+        for tid in info.get("vcpu_tids", []):
+            t = procfs.thread_cpu_s(info["qemu_pid"], tid)
+            if t is not None:
+                snap.vcpus[(node.name, tid)] = t
+
+    def _vms(self, a: _Snapshot, b: _Snapshot) -> list[VmSeen]:
+        out = []
+        span = b.t - a.t
+        for node in self._watched():
+            info = self._vm(node)
+            if info is None or "accel" not in info:
+                continue
+            busy = [
+                100 * (b.vcpus[key] - a.vcpus[key]) / span
+                for key in b.vcpus
+                if key[0] == node.name and key in a.vcpus and span > 0
+            ]
+            out.append(
+                VmSeen(
+                    name=node.name,
+                    accel=str(info["accel"]),
+                    clock_uncertainty_ns=info.get("clock_uncertainty_ns"),
+                    vcpu_busy_pct=round(min(100.0, max(busy)), 1) if busy else None,
+                )
+            )
+        return out
 
     # -- the record ---------------------------------------------------------------
 
@@ -479,6 +525,7 @@ class Monitor:
             engine=self._engine(begin, end),
             interfaces=self._interfaces(begin, end),
             timer=self._timer_probe(begin.t, end.t),
+            vms=self._vms(begin, end),
             engine_demotions=demotions,
             engine_demoted_s=demoted_s,
             overhead_cpu_s=round(overhead, 5),

@@ -20,6 +20,7 @@ __all__ = [
     "MonitorRecord",
     "NodeThrottle",
     "TimerProbe",
+    "VmSeen",
 ]
 
 CPU_FIELDS = ("user", "system", "softirq", "irq", "steal", "iowait", "idle")
@@ -109,6 +110,19 @@ class TimerProbe(_Model):
     late_max_ns: list[int] = Field(default_factory=list)
 
 
+class VmSeen(_Model):
+    """A VM node the measured packets crossed (or started or ended at)."""
+
+    name: str
+    accel: str
+    """``kvm`` or ``tcg`` (emulated in software)."""
+    clock_uncertainty_ns: int | None = None
+    """How well the guest clock was set to the host's (None: never set)."""
+    vcpu_busy_pct: float | None = None
+    """Its busiest vCPU thread's CPU time over the traffic window, in % (None when
+    the threads could not be read)."""
+
+
 class MonitorRecord(_Model):
     """Everything the monitor sampled, and what the monitoring itself cost."""
 
@@ -119,6 +133,7 @@ class MonitorRecord(_Model):
     engine: list[EngineDirection] = Field(default_factory=list)
     interfaces: list[InterfaceDrops] = Field(default_factory=list)
     timer: TimerProbe | None = None
+    vms: list[VmSeen] = Field(default_factory=list)
     engine_demotions: int = 0
     """Times the link engine left SCHED_FIFO during the window because it was busy
     over half of a 10 ms window (its guard against starving what shares its core)."""

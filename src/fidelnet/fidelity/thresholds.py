@@ -64,6 +64,12 @@ class Thresholds(BaseModel):
     generator_untrusted_ratio: float = 0.95
     # A latency tail within this factor of the measurement floor is noted.
     floor_factor: float = 2.0
+    # VM nodes: a vCPU thread busy this share of the traffic window limited the result.
+    vm_vcpu_busy_pct: float = 95.0
+    # One-way latency measured from or to a VM: the uncertainty of the guest clock
+    # (set by fidelnet-vm sync) as a share of the median latency.
+    vm_clock_degraded_pct_of_latency: float = 5.0
+    vm_clock_untrusted_pct_of_latency: float = 50.0
     # Checks whose measurement is untrusted fail as inconclusive (JUnit error);
     # "warn" keeps the check's own status and adds the verdict to its message.
     untrusted_check: str = "inconclusive"
@@ -89,6 +95,7 @@ class Thresholds(BaseModel):
             ("lateness", "ns"),
             ("timer", "ns"),
             ("throttled", "pct"),
+            ("vm_clock", "pct_of_latency"),
         ]
         for name, unit in pairs:
             lo = getattr(self, f"{name}_degraded_{unit}")
@@ -111,6 +118,7 @@ class Thresholds(BaseModel):
             "steal_untrusted_pct",
             "throttled_degraded_pct",
             "throttled_untrusted_pct",
+            "vm_vcpu_busy_pct",
         ):
             if not 0 <= getattr(self, key) <= 100:
                 raise ValidationError(

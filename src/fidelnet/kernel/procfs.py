@@ -15,6 +15,7 @@ __all__ = [
     "process_cpu_s",
     "steal_and_total_s",
     "tcp_listening",
+    "thread_cpu_s",
 ]
 
 _TCP_LISTEN = "0A"
@@ -104,6 +105,16 @@ def process_cpu_s(pid: int) -> float | None:
     """User plus system CPU seconds of process ``pid`` (None once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_cpu_s(pid: int, tid: int) -> float | None:
+    """User plus system CPU seconds of thread ``tid`` of process ``pid``."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
     except (OSError, ValueError, IndexError):
