@@ -97,9 +97,9 @@ def hifi(out: Path | None, seconds: int, only: str) -> None:
 @click.option("--routers", type=click.IntRange(2, 64), default=7, show_default=True)
 @click.option(
     "--rates",
-    default="50,100,200,300,500,700,900,1000",
-    show_default=True,
-    help="Offered rates in kpackets/s.",
+    default=None,
+    help="Offered rates in kpackets/s [default: 50,100,200,300,500,700,900,1000; "
+    "with --node vm 2,5,10,20,50,100,200,500,1000].",
 )
 @click.option(
     "--duration",
@@ -142,6 +142,21 @@ def hifi(out: Path | None, seconds: int, only: str) -> None:
     default=None,
     help="fidelnet's routers forward in XDP (docs/fastpath.md); Mininet's as always.",
 )
+@click.option(
+    "--node",
+    type=click.Choice(["netns", "vm"]),
+    default="netns",
+    show_default=True,
+    help="vm: also a line whose routers are QEMU VMs (CIMininet's 'VM with veth'), "
+    "beside the namespace line and Mininet.",
+)
+@click.option(
+    "--vm-memory",
+    type=click.IntRange(96, 65536),
+    default=256,
+    show_default=True,
+    help="MiB per VM router (--node vm).",
+)
 def line(
     out: Path | None,
     routers: int,
@@ -153,12 +168,14 @@ def line(
     no_bursts: bool,
     mode: str,
     fastpath: str | None,
+    node: str,
+    vm_memory: int,
 ) -> None:
     """The CIMininet line: lg - h1..h7 - rx, 64-byte frames, fidelnet beside Mininet.
 
     Writes every result, the HDR logs, plots and report.html into the results
     directory, and prints the side-by-side tables."""
-    from fidelnet.bench.line import LineOptions, run
+    from fidelnet.bench.line import RATES_KPPS, RATES_VM_KPPS, LineOptions, run
     from fidelnet.measure.selftest import load_floor, selftest
 
     console = Console(stderr=True)
@@ -172,7 +189,9 @@ def line(
     opts = LineOptions(
         out=target,
         n=routers,
-        rates_kpps=_rates(rates),
+        rates_kpps=_rates(rates)
+        if rates is not None
+        else (RATES_VM_KPPS if node == "vm" else RATES_KPPS),
         duration=duration,
         trial_s=trial,
         burst=burst,
@@ -180,6 +199,8 @@ def line(
         shapes=("cbr",) if no_bursts else ("cbr", "burst"),
         mode=mode,  # type: ignore[arg-type]
         fastpath=fastpath,
+        node=node,
+        vm_memory_mb=vm_memory,
     )
     opts.check()
     floor = load_floor()
