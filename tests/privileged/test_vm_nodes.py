@@ -267,3 +267,69 @@ def _is_vm_of(pid: int, node: str) -> bool:
         and argv[0].endswith(b"qemu-system-x86_64")
         and any(f"-{node},debug-threads".encode() in a for a in argv)
     )
+
+
+def _disk_image(tmp_path: Path) -> Path:
+    """A small ext4 disk image of its own: bash, sh, ip, cat and what they link
+    against, copied from this machine, and a marker file; no partition table."""
+    import shutil
+
+    root = tmp_path / "root"
+    programs = [shutil.which(p) for p in ("bash", "sh", "ip", "cat", "uname", "sysctl")]
+    files: set[str] = set()
+    for prog in programs:
+        assert prog is not None
+        files.add(os.path.realpath(prog))
+        out = subprocess.run(["ldd", prog], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            for word in line.split():
+                if word.startswith("/"):
+                    files.add(word)
+    for f in sorted(files):
+        dest = root / f.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest)
+    (root / "bin").mkdir(exist_ok=True)
+    for prog in programs:
+        assert prog is not None
+        name = os.path.basename(prog)
+        link = root / "bin" / name
+        if not link.exists():
+            link.symlink_to(os.path.realpath(prog))
+    for d in ("proc", "sys", "dev", "tmp", "run", "etc", "lib/modules"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "fidelnet-disk").write_text("disk-image-root\n")
+    img = tmp_path / "disk.img"
+    subprocess.run(
+        ["mkfs.ext4", "-q", "-F", "-d", str(root), str(img), "96M"],
+        check=True,
+        capture_output=True,
+    )
+    return img
+
+
+def test_a_vm_runs_on_a_disk_image_of_its_own_which_it_never_writes(tmp_path: Path) -> None:
+    import hashlib
+
+    img = _disk_image(tmp_path)
+    before = hashlib.sha256(img.read_bytes()).hexdigest()
+    t = TopologySpec()
+    vm = VMSpec(memory_mb=256, image=str(img))
+    t.add_node(NodeSpec("h1", ip="10.0.1.1/24", backend="qemu", vm=vm))
+    t.add_node(NodeSpec("h2", ip="10.0.1.2/24"))
+    t.add_link(LinkSpec("h1", "h2"))
+    with Network(t) as net:
+        h1, h2 = net["h1"], net["h2"]
+        run_dir = os.path.join(STATE_DIR, f"{net.run_id}-vm-h1")
+        assert h1.cmd("cat /etc/fidelnet-disk").strip() == "disk-image-root"
+        assert os.path.exists("/usr/bin/python3")
+        # Not the host's root: what the host has, the guest does not.
+        assert h1.cmd("[ -e /usr/bin/python3 ] && echo yes || echo no").strip() == "no"
+        assert "10.0.1.1/24" in h1.cmd("ip -o -4 address show dev h1-eth0")
+        out = h2.cmd("ping -c 3 -i 0.2 -W 2 10.0.1.1")
+        assert " 0% packet loss" in out, out
+        h1.cmd("echo changed > /etc/fidelnet-disk")
+        assert h1.cmd("cat /etc/fidelnet-disk").strip() == "changed"
+        assert net.node_backend("qemu").describe(h1)["disk"] == str(img)
+    assert hashlib.sha256(img.read_bytes()).hexdigest() == before
+    assert not os.path.exists(run_dir)

@@ -119,6 +119,16 @@ def test_a_vm_spec_is_checked_field_by_field_before_anything_is_built(tmp_path: 
     k.write_bytes(b"k")
     assert "give both kernel and initrd" in vm_problems(kernel=str(k))[0]
     assert vm_problems(accel="hvf")[0].startswith("nodes.h1.vm.accel")
+    assert (
+        vm_problems(image=str(tmp_path / "none.img"))[0]
+        == (f"nodes.h1.vm.image: no such file: {tmp_path / 'none.img'!r}")
+        or "nodes.h1.vm.image: " in vm_problems(image=str(tmp_path / "none.img"))[0]
+    )
+    disk = tmp_path / "disk.img"
+    disk.write_bytes(b"\0" * 512)
+    assert vm_problems(image=str(disk)) == []
+    both = vm_problems(image=str(disk), kernel=str(k), initrd=str(k))
+    assert both and both[0].startswith("nodes.h1.vm.image: ") and "not both" in both[0]
     assert vm_problems(boot_timeout_s=0)[0].startswith("nodes.h1.vm.boot_timeout_s")
     t = TopologySpec()
     t.add_node(NodeSpec("h1", vm=VMSpec()))  # a machine without backend qemu
@@ -154,6 +164,36 @@ def test_the_qemu_command_line_boots_the_image_with_the_agent_port_and_each_nic(
     assert "tap,id=n1,ifname=vmtap1,script=no,downscript=no" in joined
     assert "virtio-net-pci,netdev=n1,mac=02:00:00:00:00:02" in joined
     assert "readonly=on" in joined  # the host's root is shared read-only
+    assert "virtio-blk" not in joined and "fidelnet.disk" not in joined
+
+
+def test_a_disk_image_is_attached_never_written_and_named_to_init(tmp_path: Path) -> None:
+    import dataclasses
+
+    from fidelnet.vm import qemu
+
+    raw = tmp_path / "a,b.img"
+    raw.write_bytes(b"\0" * 1024)
+    qcow = tmp_path / "c.qcow2"
+    qcow.write_bytes(b"QFI\xfb" + b"\0" * 100)
+    assert qemu.disk_format(str(raw)) == "raw"
+    assert qemu.disk_format(str(qcow)) == "qcow2"
+    g = qemu.Guest(
+        name="r1-h1", dir="/run/x", cpus=1, memory_mb=256, accel="tcg",
+        boot=qemu.Boot("/img/vmlinuz", "/img/initrd.img", "abc"), cmdline="",
+        agent_path="/opt/fidelnet-vm", nics=(), disk=str(raw),
+    )  # fmt: skip
+    try:
+        argv = qemu.argv(g)
+    except UnsupportedError:
+        pytest.skip("qemu-system-x86_64 is not installed")
+    drive = argv[argv.index("-drive") + 1]
+    # A comma in the path is doubled, as QEMU's option syntax wants; snapshot=on.
+    assert drive == f"file={tmp_path}/a,,b.img,if=none,id=disk0,format=raw,snapshot=on"
+    assert "virtio-blk-pci,drive=disk0" in argv
+    assert "fidelnet.disk" in argv[argv.index("-append") + 1]
+    g2 = dataclasses.replace(g, disk=str(qcow))
+    assert "format=qcow2" in qemu.argv(g2)[qemu.argv(g2).index("-drive") + 1]
 
 
 def test_vmhost_memory_sizes_read_as_qemu_reads_them() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import lzma
 import stat
 from pathlib import Path
@@ -66,6 +67,10 @@ def _modtree(tmp: Path, compressed: bool) -> Path:
         f"kernel/net/9p/9pnet_virtio{ext}": [f"kernel/net/9p/9pnet{ext}"],
         f"kernel/fs/9p/9p{ext}": [f"kernel/net/9p/9pnet{ext}", f"kernel/fs/netfs/netfs{ext}"],
         f"kernel/fs/netfs/netfs{ext}": [],
+        f"kernel/drivers/block/virtio_blk{ext}": [f"kernel/drivers/virtio/virtio{ext}"],
+        f"kernel/fs/ext4/ext4{ext}": [f"kernel/fs/jbd2/jbd2{ext}", f"kernel/lib/crc16{ext}"],
+        f"kernel/fs/jbd2/jbd2{ext}": [],
+        f"kernel/lib/crc16{ext}": [],
     }
     for mod in deps:
         p = d / mod
@@ -85,6 +90,7 @@ def test_modules_load_after_what_they_depend_on(tmp_path: Path) -> None:
     assert names.index("virtio.ko") < names.index("virtio_console.ko")
     assert names.index("9pnet.ko") < names.index("9pnet_virtio.ko") < len(names)
     assert names.index("netfs.ko") < names.index("9p.ko")
+    assert names.index("jbd2.ko") < names.index("ext4.ko")
     assert len(names) == len(set(names))
     assert not any("overlay" in n for n in names)  # built in: nothing to load
     with pytest.raises(UnsupportedError, match="kernel module nope"):
@@ -105,6 +111,11 @@ def test_the_initramfs_holds_busybox_modules_and_init(tmp_path: Path) -> None:
     assert "mount -t 9p" in init and "mount -t overlay" in init
     assert 'exec switch_root /newroot "$agent" agent "$port"' in init
     assert f'= "{image.PORT}" ] && port="/dev/${{p##*/}}"' in init
+    # A disk image: its root (first partition, else the whole disk) is the lower
+    # layer, and the agent is run from the host's root mounted beside it.
+    assert "fidelnet.disk) disk=1" in init and "root=/dev/vda1" in init
+    assert 'mount -o ro "$root" /lower' in init
+    assert 'agent="/run/fidelnet/host$agent"' in init
 
 
 def test_no_image_is_found_in_an_empty_or_broken_cache(tmp_path: Path) -> None:
@@ -113,3 +124,12 @@ def test_no_image_is_found_in_an_empty_or_broken_cache(tmp_path: Path) -> None:
     assert image.find(tmp_path) is None
     (tmp_path / "current.json").write_text('{"digest": "abc", "kernel_package": "k"}')
     assert image.find(tmp_path) is None  # its files are missing
+    d = tmp_path / "abc"
+    d.mkdir()
+    (d / "vmlinuz").write_bytes(b"k")
+    (d / "initrd.img").write_bytes(b"i")
+    assert image.find(tmp_path) is None  # an image of an older layout: built again
+    meta = {"digest": "abc", "kernel_package": "k", "format": image.FORMAT}
+    (tmp_path / "current.json").write_text(json.dumps(meta))
+    found = image.find(tmp_path)
+    assert found is not None and found.digest == "abc"

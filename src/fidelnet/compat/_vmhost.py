@@ -5,7 +5,8 @@
 memory='512M', kernel=..., initrd=..., cmdline=...)``: the VM is made with its
 namespace when the host is added, and boots when the network is built, once its
 links exist (all VMs together). Its shell, ``cmd``, ``popen`` and ``pexec`` run in
-the guest. ``image=`` (a disk image) is refused: not built yet.
+the guest. ``image=`` is a disk image (raw or qcow2) the guest runs on instead of
+the host's file system.
 """
 
 from __future__ import annotations
@@ -53,13 +54,6 @@ class VMHost(Host):
         accel: str = "auto",
         **params: Any,
     ) -> None:
-        if image is not None:
-            raise ValidationError(
-                f"{name}.image",
-                "a disk image is not supported yet: give kernel and initrd, or neither "
-                "(fidelnet's image from Debian's packages)",
-                image,
-            )
         pins = tuple(int(c) for c in cpupin) if cpupin is not None else None
         self.fn_vm = VMSpec(
             cpus=int(cpus),
@@ -67,6 +61,7 @@ class VMHost(Host):
             cpupin=pins,
             kernel=kernel,
             initrd=initrd,
+            image=image,
             cmdline=cmdline,
             accel=accel,  # type: ignore[arg-type]  # checked with the spec
         )

@@ -64,6 +64,7 @@ class _Vm:
     up: bool = False
     taps: dict[int, str] = field(default_factory=dict)  # end index -> TAP name
     clock: agent.ClockSync | None = None
+    vcpu_tids: list[int] = field(default_factory=list)  # host thread of each vCPU
 
 
 class GuestInterior:
@@ -302,11 +303,18 @@ class QemuBackend:
             cmdline=vm.spec.cmdline,
             agent_path=agent.find_tool(),
             nics=tuple(nics),
+            disk=vm.spec.image,
         )
         full = launcher.exec_argv(qemu.argv(vm.guest), netns=node.netns, cgroups=node.cgroup_dirs())
         with open(os.path.join(vm.dir, "qemu.err"), "wb") as err:
             vm.qemu = subprocess.Popen(
-                full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+                full,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                # A disk image's temporary write layer (snapshot=on) goes here, with
+                # the rest of the VM's files.
+                env={**os.environ, "TMPDIR": vm.dir},
             )
         self._record(node, vm.qemu.pid)
         vm.mux = subprocess.Popen(
@@ -362,18 +370,28 @@ class QemuBackend:
 
     @staticmethod
     def _pin(vm: _Vm) -> None:
-        """vCPU i's host thread on ``cpupin[i]`` (thread ids from QMP)."""
-        if not vm.spec.cpupin or vm.guest is None:
+        """Learn the host thread of each vCPU (QMP), for pinning and for the fidelity
+        monitor, and pin vCPU i's thread on ``cpupin[i]``."""
+        if vm.guest is None:
             return
         try:
             threads = qemu.vcpu_threads(vm.guest.qmp_sock)
+        except OSError as exc:
+            if vm.spec.cpupin:
+                raise NodeError(f"{vm.node.name}: the threads of its vCPUs: {exc}") from exc
+            log.warning("%s: its vCPU threads are unknown: %s", vm.node.name, exc)
+            return
+        vm.vcpu_tids = threads
+        vm.node.net.state_record("info", node=vm.node.name, vm_vcpu_threads=threads)
+        if not vm.spec.cpupin:
+            return
+        try:
             for tid, core in zip(threads, vm.spec.cpupin, strict=False):
                 os.sched_setaffinity(tid, {core})
         except OSError as exc:
             raise NodeError(
                 f"{vm.node.name}: pinning its vCPUs to {vm.spec.cpupin}: {exc}"
             ) from exc
-        vm.node.net.state_record("info", node=vm.node.name, vm_vcpu_threads=threads)
 
     def _plumb(self, vm: _Vm) -> None:
         nl = vm.node.netlink()
@@ -480,9 +498,12 @@ class QemuBackend:
             cpus=vm.guest.cpus,
             memory_mb=vm.guest.memory_mb,
         )
+        if vm.guest.disk:
+            out["disk"] = vm.guest.disk
         if vm.qemu is not None:
             out["qemu_pid"] = vm.qemu.pid
             out["rss_kib"] = _rss_kib(vm.qemu.pid)
+            out["vcpu_tids"] = list(vm.vcpu_tids)
         if vm.clock is not None:
             out["clock_offset_ns"] = vm.clock.offset_ns
             out["clock_uncertainty_ns"] = vm.clock.uncertainty_ns

@@ -273,6 +273,9 @@ class VM(_Model):
     """A kernel of your own (default: fidelnet's image from Debian's packages)."""
     initrd: str | None = None
     """Its initramfs; it must start ``fidelnet-vm agent`` on the port ``fidelnet.agent``."""
+    image: str | None = None
+    """A disk image (raw or qcow2, ext4 root) to run on instead of the host's file
+    system; never written. It needs bash, sh and ip."""
     cmdline: str = ""
     """Words added to the kernel command line."""
     accel: Literal["auto", "kvm", "tcg"] = "auto"

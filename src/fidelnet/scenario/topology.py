@@ -286,6 +286,7 @@ def _vm(vm: VM | None) -> VMSpec | None:
         cpupin=tuple(vm.cpupin) if vm.cpupin is not None else None,
         kernel=vm.kernel,
         initrd=vm.initrd,
+        image=vm.image,
         cmdline=vm.cmdline,
         accel=vm.accel,
         boot_timeout_s=vm.boot_timeout,

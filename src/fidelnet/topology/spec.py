@@ -235,6 +235,10 @@ class VMSpec:
     threads are pinned to, one per vCPU in order; ``kernel``/``initrd``: a kernel and
     initramfs of your own (default: fidelnet's image, :mod:`fidelnet.vm.image`; your
     initramfs must start ``fidelnet-vm agent`` on the port ``fidelnet.agent``);
+    ``image``: a disk image (raw or qcow2) whose root file system the guest runs on
+    instead of the host's (its first partition, or the whole disk; ext2/3/4; never
+    written: the guest's writes go to a layer of its own; it needs ``bash``, ``sh``
+    and iproute2's ``ip``; the agent comes from the host);
     ``cmdline``: words added to the kernel command line (e.g. CIMininet's latency
     options); ``accel``: ``kvm``, ``tcg`` (emulation, many times slower) or ``auto``
     (KVM when a guest actually starts with it, else TCG with a warning);
@@ -245,6 +249,7 @@ class VMSpec:
     cpupin: tuple[int, ...] | None = None
     kernel: str | None = None
     initrd: str | None = None
+    image: str | None = None
     cmdline: str = ""
     accel: VmAccel = "auto"
     boot_timeout_s: float = 180.0

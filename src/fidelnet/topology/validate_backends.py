@@ -69,7 +69,7 @@ def _check_vm(name: str, node: NodeSpec) -> Iterator[ValidationError]:
             yield ValidationError(
                 f"{where}.cpupin", f"one core per vCPU: {vm.cpus} expected, {len(pins)} given", pins
             )
-    for field in ("kernel", "initrd"):
+    for field in ("kernel", "initrd", "image"):
         path = getattr(vm, field)
         if path is not None and (not isinstance(path, str) or not os.path.isfile(path)):
             yield ValidationError(f"{where}.{field}", "no such file", path)
@@ -79,6 +79,17 @@ def _check_vm(name: str, node: NodeSpec) -> Iterator[ValidationError]:
             "give both kernel and initrd, or neither (fidelnet's image)",
             vm.kernel,
         )
+    if vm.image is not None and vm.initrd is not None:
+        yield ValidationError(
+            f"{where}.image",
+            "a disk image boots with fidelnet's kernel and initramfs, which mount it: "
+            "give image, or kernel and initrd, not both",
+            vm.image,
+        )
+    elif (
+        isinstance(vm.image, str) and os.path.isfile(vm.image) and not os.access(vm.image, os.R_OK)
+    ):
+        yield ValidationError(f"{where}.image", "not readable", vm.image)
     if vm.accel not in VM_ACCELS:
         yield ValidationError(f"{where}.accel", "unknown accelerator", vm.accel, list(VM_ACCELS))
     if not isinstance(vm.cmdline, str) or "\n" in vm.cmdline or "\0" in vm.cmdline:

@@ -42,8 +42,16 @@ __all__ = ["CACHE", "MODULES", "Image", "build", "cpio_newc", "find", "init_scri
 CACHE = Path(os.environ.get("FIDELNET_VM_CACHE", "/var/lib/fidelnet/vm"))
 """Where images are kept (``FIDELNET_VM_CACHE`` overrides, for tests)."""
 
-MODULES = ("virtio_pci", "virtio_net", "virtio_console", "9pnet_virtio", "9p", "overlay")
-"""Kernel modules the initramfs loads (with what they depend on), unless built in."""
+MODULES = (
+    "virtio_pci", "virtio_net", "virtio_console", "9pnet_virtio", "9p", "overlay",
+    "virtio_blk", "ext4",
+)  # fmt: skip
+"""Kernel modules the initramfs loads (with what they depend on), unless built in:
+virtio, 9p and overlayfs for the host's root; virtio-blk and ext4 for a disk image."""
+
+FORMAT = 2
+"""The layout of the initramfs (/init, its modules): an image cached with another
+is built again. 2: disk images (``fidelnet.disk``)."""
 
 PORT = "fidelnet.agent"
 """The name of the agent's virtio-serial port (``/dev/virtio-ports/<name>``)."""
@@ -82,6 +90,8 @@ def find(cache: Path = CACHE) -> Image | None:
     current = cache / "current.json"
     try:
         meta = json.loads(current.read_text())
+        if meta.get("format") != FORMAT:
+            return None
         d = cache / meta["digest"]
         img = Image(d, d / "vmlinuz", d / "initrd.img", meta["digest"], meta["kernel_package"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -125,7 +135,12 @@ def build(cache: Path = CACHE) -> Image:
         # /lib/modules (the host's root has only the host kernel's).
         if not (dest / "modules" / mods.name).is_dir():
             shutil.copytree(mods, dest / "modules" / mods.name, symlinks=True)
-        meta = {"digest": digest, "kernel_package": kpkg, "modules": load_order(mods, MODULES)}
+        meta = {
+            "digest": digest,
+            "kernel_package": kpkg,
+            "format": FORMAT,
+            "modules": load_order(mods, MODULES),
+        }
         (dest / "manifest.json").write_text(json.dumps(meta, indent=1))
         tmp_current = cache / "current.json.new"
         tmp_current.write_text(json.dumps(meta))
@@ -239,9 +254,13 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 agent=
+disk=
+root=
 for word in $(cat /proc/cmdline); do
   case "$word" in
     fidelnet.agent=*) agent="${{word#fidelnet.agent=}}";;
+    fidelnet.disk) disk=1;;
+    fidelnet.root=*) root="${{word#fidelnet.root=}}";;
     fidelnet.probe) echo "{PROBE_WORD}" > /dev/console; poweroff -f;;
   esac
 done
@@ -258,7 +277,19 @@ while [ -z "$port" ] && [ $i -lt 200 ]; do
   i=$((i + 1))
 done
 mkdir -p /lower /upper /newroot
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /lower || exec sh
+if [ -n "$disk" ]; then
+  # A disk image (virtio-blk, its writes kept by QEMU): its first partition, or the
+  # whole disk when it has none, unless fidelnet.root= names the device.
+  i=0
+  while [ ! -e /dev/vda ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+  if [ -z "$root" ]; then
+    root=/dev/vda
+    [ -e /dev/vda1 ] && root=/dev/vda1
+  fi
+  mount -o ro "$root" /lower || {{ echo "fidelnet: cannot mount $root" > /dev/console; exec sh; }}
+else
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /lower || exec sh
+fi
 mount -t tmpfs -o mode=0755 tmpfs /upper
 mkdir -p /upper/data /upper/work
 layers=lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work
@@ -277,6 +308,12 @@ mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 mkdir -p /newroot/run/tmp
 chmod 1777 /newroot/run/tmp
 export FIDELNET_GUEST_TMPDIR=/run/tmp
+if [ -n "$disk" ]; then
+  # The agent (and fidelnet's tools) are the host's: its root, read-only, beside.
+  mkdir -p /newroot/run/fidelnet/host
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /newroot/run/fidelnet/host
+  agent="/run/fidelnet/host$agent"
+fi
 mkdir -p /newroot/lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /newroot/lib/modules 2>/dev/null
 exec switch_root /newroot "$agent" agent "$port"

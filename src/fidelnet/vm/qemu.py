@@ -38,6 +38,7 @@ __all__ = [
     "Guest",
     "argv",
     "choose_accel",
+    "disk_format",
     "find_qemu",
     "hotplug_nic",
     "qmp",
@@ -78,6 +79,7 @@ class Guest:
     cmdline: str
     agent_path: str  # fidelnet-vm as the guest sees it (the host's root, shared)
     nics: tuple[tuple[str, str], ...]  # (TAP name in the node's namespace, MAC)
+    disk: str | None = None  # a disk image whose root the guest runs on (never written)
 
     @property
     def agent_sock(self) -> str:
@@ -108,6 +110,8 @@ def find_qemu() -> str:
 def argv(g: Guest) -> list[str]:
     """The QEMU command line of guest ``g`` (no shell ever parses it)."""
     append = f"console=ttyS0 quiet panic=-1 fidelnet.agent={g.agent_path}"
+    if g.disk:
+        append += " fidelnet.disk"
     if g.cmdline:
         append += " " + g.cmdline
     out = [
@@ -141,6 +145,14 @@ def argv(g: Guest) -> list[str]:
         "-device", f"virtserialport,bus=vser.0,chardev=agent,name={PORT}",
         "-qmp", f"unix:{g.qmp_sock},server=on,wait=off",
     ]  # fmt: skip
+    if g.disk:
+        # snapshot=on: the guest's writes go to a temporary layer (in TMPDIR, the VM's
+        # run directory), never to the image. Commas in a QEMU option value are doubled.
+        path = g.disk.replace(",", ",,")
+        out += [
+            "-drive", f"file={path},if=none,id=disk0,format={disk_format(g.disk)},snapshot=on",
+            "-device", "virtio-blk-pci,drive=disk0",
+        ]  # fmt: skip
     for i in range(HOTPLUG_SLOTS):  # empty PCIe ports for NICs added after boot
         out += ["-device", f"pcie-root-port,id=hp{i},chassis={i + 1}"]
     for i, (tap, mac) in enumerate(g.nics):
@@ -151,6 +163,16 @@ def argv(g: Guest) -> list[str]:
             "-device", f"virtio-net-pci,netdev=n{i},mac={mac},csum=off,guest_csum=off",
         ]  # fmt: skip
     return out
+
+
+def disk_format(path: str) -> str:
+    """``qcow2`` when the file starts with qcow2's magic, else ``raw``."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError:
+        return "raw"
+    return "qcow2" if magic == b"QFI\xfb" else "raw"
 
 
 def qmp(
