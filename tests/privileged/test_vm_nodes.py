@@ -333,3 +333,28 @@ def test_a_vm_runs_on_a_disk_image_of_its_own_which_it_never_writes(tmp_path: Pa
         assert net.node_backend("qemu").describe(h1)["disk"] == str(img)
     assert hashlib.sha256(img.read_bytes()).hexdigest() == before
     assert not os.path.exists(run_dir)
+
+
+def test_a_disk_image_without_a_file_system_fails_at_once_naming_the_node(
+    tmp_path: Path,
+) -> None:
+    """/init cannot mount its root and powers the VM off: the error comes when QEMU
+    stops, not at the boot timeout, and the console says why."""
+    from fidelnet.errors import NodeError
+
+    img = tmp_path / "zeros.img"
+    img.write_bytes(b"\0" * (4 << 20))
+    t = TopologySpec()
+    t.add_node(NodeSpec("h1", backend="qemu", vm=VMSpec(image=str(img), boot_timeout_s=600)))
+    net = Network(t)
+    began = time.monotonic()
+    with pytest.raises(NodeError) as exc:
+        net.start()
+    assert time.monotonic() - began < 120
+    msg = str(exc.value)
+    assert msg.startswith("h1: the VM did not answer (QEMU stopped after"), msg
+    assert "cannot mount the disk image's root /dev/vda" in msg
+    kept = msg.split("console kept in ")[1].split()[0]
+    if os.path.exists(kept):
+        os.unlink(kept)
+    assert not net.is_open

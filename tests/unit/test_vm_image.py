@@ -71,6 +71,7 @@ def _modtree(tmp: Path, compressed: bool) -> Path:
         f"kernel/fs/ext4/ext4{ext}": [f"kernel/fs/jbd2/jbd2{ext}", f"kernel/lib/crc16{ext}"],
         f"kernel/fs/jbd2/jbd2{ext}": [],
         f"kernel/lib/crc16{ext}": [],
+        f"kernel/crypto/crc32c_generic{ext}": [],
     }
     for mod in deps:
         p = d / mod

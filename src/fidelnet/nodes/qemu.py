@@ -253,13 +253,7 @@ class QemuBackend:
             for vm in vms
         }
         try:
-            for vm in vms:
-                w = waits[vm.node.name]
-                _, err = w.communicate(timeout=vm.spec.boot_timeout_s + 30)
-                if w.returncode != 0:
-                    why = err.decode(errors="replace").strip()
-                    raise NodeError(self._boot_failure(vm, why))
-                vm.up = True
+            self._await(vms, waits, began)
         finally:
             for w in waits.values():  # the others' waits, when one VM failed
                 if w.poll() is None:
@@ -339,7 +333,52 @@ class QemuBackend:
         if start is not None:
             node.net.state_record("process", pid=pid, start=start)
 
-    def _boot_failure(self, vm: _Vm, why: str) -> str:
+    def _await(
+        self, vms: list[_Vm], waits: dict[str, subprocess.Popen[bytes]], began: float
+    ) -> None:
+        """Until every agent answered; a VM whose QEMU stopped first (a kernel that
+        does not boot, an /init that gave up and powered off) fails at once."""
+        pending = {vm.node.name: vm for vm in vms}
+        deadline = began + max(vm.spec.boot_timeout_s for vm in vms) + 30
+        while pending:
+            for name, vm in list(pending.items()):
+                w = waits[name]
+                code = w.poll()
+                if code is not None:
+                    del pending[name]
+                    if code != 0:
+                        if self._stopped(vm):
+                            raise NodeError(self._stopped_failure(vm, began))
+                        err = w.stderr.read() if w.stderr is not None else b""
+                        raise NodeError(self._boot_failure(vm, err.decode(errors="replace")))
+                    vm.up = True
+                elif vm.qemu is not None and vm.qemu.poll() is not None:
+                    raise NodeError(self._stopped_failure(vm, began))
+            if pending and time.monotonic() > deadline:
+                vm = next(iter(pending.values()))
+                raise NodeError(self._boot_failure(vm, "fidelnet-vm wait did not return"))
+            time.sleep(0.05)
+
+    @staticmethod
+    def _stopped(vm: _Vm) -> bool:
+        """Whether the VM's QEMU has exited (given a moment to, when its agent's
+        connection just went away)."""
+        if vm.qemu is None:
+            return False
+        try:
+            vm.qemu.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _stopped_failure(self, vm: _Vm, began: float) -> str:
+        assert vm.qemu is not None
+        why = (
+            f"QEMU stopped after {time.monotonic() - began:.1f} s, exit status {vm.qemu.returncode}"
+        )
+        return self._boot_failure(vm, why, stopped=True)
+
+    def _boot_failure(self, vm: _Vm, why: str, stopped: bool = False) -> str:
         tail = ""
         for f in ("qemu.err", "console.log"):
             try:
@@ -350,9 +389,10 @@ class QemuBackend:
             if text:
                 tail += f"\n--- {f} (last lines) ---\n" + "\n".join(text.splitlines()[-15:])
         kept = self._keep_console(vm)
+        when = "" if stopped else f" within {vm.spec.boot_timeout_s:.0f} s"
         return (
-            f"{vm.node.name}: the VM did not answer within {vm.spec.boot_timeout_s:.0f} s "
-            f"({why or 'no reason given'}); console kept in {kept}{tail}"
+            f"{vm.node.name}: the VM did not answer{when} ({why.strip() or 'no reason given'}); "
+            f"console kept in {kept}{tail}"
         )
 
     @staticmethod

@@ -44,14 +44,14 @@ CACHE = Path(os.environ.get("FIDELNET_VM_CACHE", "/var/lib/fidelnet/vm"))
 
 MODULES = (
     "virtio_pci", "virtio_net", "virtio_console", "9pnet_virtio", "9p", "overlay",
-    "virtio_blk", "ext4",
+    "virtio_blk", "crc32c_generic", "ext4",
 )  # fmt: skip
 """Kernel modules the initramfs loads (with what they depend on), unless built in:
 virtio, 9p and overlayfs for the host's root; virtio-blk and ext4 for a disk image."""
 
-FORMAT = 2
+FORMAT = 3
 """The layout of the initramfs (/init, its modules): an image cached with another
-is built again. 2: disk images (``fidelnet.disk``)."""
+is built again. 2: disk images (``fidelnet.disk``); 3: with crc32c for ext4."""
 
 PORT = "fidelnet.agent"
 """The name of the agent's virtio-serial port (``/dev/virtio-ports/<name>``)."""
@@ -286,7 +286,10 @@ if [ -n "$disk" ]; then
     root=/dev/vda
     [ -e /dev/vda1 ] && root=/dev/vda1
   fi
-  mount -o ro "$root" /lower || {{ echo "fidelnet: cannot mount $root" > /dev/console; exec sh; }}
+  if ! mount -o ro "$root" /lower; then
+    echo "fidelnet: cannot mount the disk image's root $root" > /dev/console
+    poweroff -f
+  fi
 else
   mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /lower || exec sh
 fi
