@@ -66,3 +66,29 @@ def test_short_bench_line_writes_report_and_side_by_side_table(tmp_path: Path) -
     assert "ratio fidelnet/mininet" in page
     assert 'data-plot="hdr"' in page and 'data-plot="zero-loss"' in page
     assert any((out / "plots").glob("*.png"))
+
+
+def test_short_bench_line_with_vm_routers_judges_them_emulated(tmp_path: Path) -> None:
+    """`--node vm`: the line with VM routers beside the namespace line; its results
+    carry their verdict, which says the VMs are emulated where they are (TCG here)."""
+    env = {**os.environ, "FIDELNET_FLOOR": str(tmp_path / "floor.json")}
+    out = tmp_path / "line"
+    p = _run(
+        ["bench", "line", "--node", "vm", "--routers", "2", "--rates", "1", "--duration", "0.5",
+         "--trial", "0.3", "--no-bursts", "--no-peer", "--out", str(out)],
+        env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = load_result(out / "fidelnet-vm-cbr-00001k.json")
+    assert r.result.kind == "udp" and r.result.sent > 0
+    assert r.result.loss_ratio == 0.0, r.result
+    assert r.result.verdict is not None and r.result.monitor is not None
+    assert [v.name for v in r.result.monitor.vms] == ["h1", "h2"]
+    summary = json.loads((out / "summary" / "line.json").read_text())
+    assert summary["node"] == "vm" and set(summary["vms"]) == {"h1", "h2"}
+    accel = summary["vms"]["h1"]["accel"]
+    codes = [reason.code for reason in r.result.verdict.reasons]
+    assert ("vm_emulated" in codes) == (accel == "tcg")
+    search = load_result(out / "fidelnet-vm-zero-loss-cbr.json")
+    assert search.result.kind == "zero_loss" and search.result.ndr_pps > 0
+    assert "fidelnet-vm" in (out / "report.html").read_text()

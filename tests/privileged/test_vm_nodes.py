@@ -331,6 +331,13 @@ def test_a_vm_runs_on_a_disk_image_of_its_own_which_it_never_writes(tmp_path: Pa
         h1.cmd("echo changed > /etc/fidelnet-disk")
         assert h1.cmd("cat /etc/fidelnet-disk").strip() == "changed"
         assert net.node_backend("qemu").describe(h1)["disk"] == str(img)
+        # A result measured on this network says what machine the VM was.
+        from fidelnet.measure.provenance import collect
+
+        vm_prov = collect(net).vms
+        assert list(vm_prov) == ["h1"]
+        assert vm_prov["h1"]["disk"] == str(img) and vm_prov["h1"]["memory_mb"] == 256
+        assert vm_prov["h1"]["accel"] in ("kvm", "tcg") and vm_prov["h1"]["rss_kib"] > 0
     assert hashlib.sha256(img.read_bytes()).hexdigest() == before
     assert not os.path.exists(run_dir)
 

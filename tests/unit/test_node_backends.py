@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,9 @@ def test_a_vm_spec_is_checked_field_by_field_before_anything_is_built(tmp_path: 
     assert vm_problems() == []
     assert vm_problems(memory_mb=64)[0].startswith("nodes.h1.vm.memory_mb")
     assert vm_problems(cpus=0)[0].startswith("nodes.h1.vm.cpus")
+    cores = os.cpu_count() or 1
+    too_many = vm_problems(cpus=cores + 1)
+    assert too_many[0].startswith("nodes.h1.vm.cpus") and f"has {cores} cores" in too_many[0]
     assert vm_problems(cpus=2, cpupin=(0,))[0].startswith("nodes.h1.vm.cpupin")
     assert vm_problems(cpupin=(4096,))[0].startswith("nodes.h1.vm.cpupin")
     assert vm_problems(kernel=str(tmp_path / "none"), initrd=str(tmp_path / "none"))[0].startswith(

@@ -430,7 +430,7 @@ def run(
         with contextlib.ExitStack() as held:
             vm_stack = _vm_stack(opts, held, bench.place, version, say)
             _measure(bench, [vm_stack], stacks[-1], ref, half, own)
-            vms = _vm_facts([vm_stack])
+            vms = vm_stack.provenance.vms
         stacks.insert(0, vm_stack)
     summary = {
         "tables": [{"title": t, "header": h, "rows": r} for t, h, r in tables(stacks, half, own)],
@@ -488,19 +488,3 @@ def _measure(
         bench.say(f"{stack.name}: latency at half of its own NDR ({rate / 1000:.1f} kpps)")
         own[stack.name] = bench.measure(stack, "cbr", rate, 2 * opts.duration)
     return ref
-
-
-def _vm_facts(stacks: list[Stack]) -> dict[str, Any]:
-    """The VM routers' accelerator, memory and clock, for the summary (empty without)."""
-    out: dict[str, Any] = {}
-    for stack in stacks:
-        if stack.net is None:
-            continue
-        for node in stack.net:
-            if node.backend.kind != "qemu":
-                continue
-            info = node.backend.describe(node)
-            out[node.name] = {
-                k: info.get(k) for k in ("accel", "memory_mb", "rss_kib", "cpus", "image")
-            }
-    return out

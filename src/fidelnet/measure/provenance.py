@@ -44,6 +44,11 @@ class Provenance(BaseModel):
     topology_hash: str | None = None
     seed: int | None = None
     machine: Machine
+    vms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each VM node's machine as it ran: accelerator (``kvm``/``tcg``), vCPUs,
+    memory (``memory_mb``) and the QEMU process's resident memory (``rss_kib``), the
+    guest image's content hash (``image``), its disk image, its clock's offset and
+    uncertainty."""
 
 
 def tool_version(argv: list[str]) -> str | None:
@@ -78,6 +83,7 @@ def collect(
 ) -> Provenance:
     """Provenance for a result measured now, on ``net`` if given."""
     backends: dict[str, int] = {}
+    vms: dict[str, dict[str, Any]] = {}
     run_id = topo = None
     seed = None
     if net is not None:
@@ -86,6 +92,7 @@ def collect(
         # Routers forwarding in XDP are a backend of their own (docs/fastpath.md).
         counts.update("fastpath:xdp" for _name in getattr(net, "fastpath", {}))
         backends = dict(sorted(counts.items()))
+        vms = _vms(net)
         topo = topology_hash(net.spec)
         seed = net.seed
         try:
@@ -101,4 +108,22 @@ def collect(
         topology_hash=topo,
         seed=seed,
         machine=machine(),
+        vms=vms,
     )
+
+
+_VM_KEYS = (
+    "accel", "cpus", "memory_mb", "rss_kib", "image", "disk", "clock_offset_ns",
+    "clock_uncertainty_ns",
+)  # fmt: skip
+
+
+def _vms(net: Network) -> dict[str, dict[str, Any]]:
+    out = {}
+    for node in net:
+        backend = getattr(node, "backend", None)
+        if backend is None or backend.kind != "qemu":
+            continue
+        info = backend.describe(node)
+        out[node.name] = {k: info[k] for k in _VM_KEYS if k in info}
+    return out

@@ -48,9 +48,13 @@ def _check_vm(name: str, node: NodeSpec) -> Iterator[ValidationError]:
     vm = node.vm or VMSpec()
     where = f"nodes.{name}.vm"
     cores = os.cpu_count() or 1
-    if not _whole(vm.cpus) or not 1 <= vm.cpus <= VM_MAX_CPUS:
+    most = min(VM_MAX_CPUS, cores)
+    if not _whole(vm.cpus) or not 1 <= vm.cpus <= most:
         yield ValidationError(
-            f"{where}.cpus", f"must be a whole number from 1 to {VM_MAX_CPUS}", vm.cpus
+            f"{where}.cpus",
+            f"must be a whole number from 1 to {most} (this machine has {cores} cores: "
+            "more vCPUs than cores would time-share them and distort every figure)",
+            vm.cpus,
         )
     if not _whole(vm.memory_mb) or not VM_MIN_MEMORY_MB <= vm.memory_mb <= VM_MAX_MEMORY_MB:
         yield ValidationError(
