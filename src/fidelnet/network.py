@@ -28,9 +28,9 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fidelnet import dismantle, fastpath, l3, realize, switches
+from fidelnet import dismantle, fastpath, hwlinks, l3, realize, switches
 from fidelnet.errors import NodeError, StateError, ValidationError
-from fidelnet.kernel import cgroups, l2switch, launcher, limits, tc
+from fidelnet.kernel import cgroups, launcher, limits, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, process_start_time
 from fidelnet.links import Link
@@ -83,6 +83,7 @@ class Network:
         self.nodes: dict[str, Node] = {}
         self.links: list[Link] = []
         self._realized: set[int] = set()  # ids of LinkSpecs already built
+        self.hw_pairs: dict[int, tuple[str, str]] = {}  # hw link's LinkSpec id -> its pair
         self._state: RunState | None = None
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
@@ -248,6 +249,7 @@ class Network:
             validate(self.spec)
             if self._state is not None:
                 self.check_link_params([link])
+                hwlinks.preflight(self.spec, len(self.hw_pairs))
         except ValidationError:
             self.spec.links.pop()
             raise
@@ -261,10 +263,7 @@ class Network:
         """Create every node and link of the spec not yet created, and configure them;
         with ``shells``, start every node's shell as soon as the node exists, as
         Mininet does, so the shells start while the links are made."""
-        self.check_link_params(self.spec.links)
-        self.check_capacity(shells=shells)
-        fastpath.preflight(self.spec)
-        switches.preflight(self.spec, l2switch.missing)
+        realize.preflight(self, shells)
         self.open()
         try:
             realize.fit_tables(self)

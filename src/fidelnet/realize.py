@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from fidelnet import switches
+from fidelnet import fastpath, hwlinks, switches
 from fidelnet.errors import KernelError
 from fidelnet.kernel import l2switch, neigh, ns
 from fidelnet.kernel.netlink import Netlink
@@ -63,6 +63,16 @@ def make_fabric(net: Network) -> tuple[str, Netlink]:
     return path, nl
 
 
+def preflight(net: Network, shells: bool) -> None:
+    """What is checked before a build creates anything: each link's backend, the
+    machine's capacity, the fast path, the switches' datapaths, the hardware pairs."""
+    net.check_link_params(net.spec.links)
+    net.check_capacity(shells=shells)
+    fastpath.preflight(net.spec)
+    switches.preflight(net.spec, l2switch.missing)
+    hwlinks.preflight(net.spec, len(net.hw_pairs))
+
+
 def realize_node(net: Network, node: Node) -> None:
     """Create the kernel side of ``node``: its place in the fabric for a switch; for
     a host or router in a namespace, what its backend makes (the namespace, recorded
@@ -99,6 +109,9 @@ def realize_link(
         if choice.backend == "engine":
             driver = add_engine_link(net, link, choice, where)
             ia = nla.index(link.a_intf)
+        elif choice.backend == "hw":
+            driver = TcDriver(choice, net.kernel_caps)
+            ia = hwlinks.lend_pair(net, link)
         else:
             driver = TcDriver(choice, net.kernel_caps)
             ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
@@ -114,7 +127,7 @@ def realize_link(
             node.forwards_by().link_added(node, intf, peer)
         elif node.started:
             node.backend.intf_added(node, intf)  # a running VM gets a NIC for it
-    if choice.backend == "tc":
+    if choice.backend == "tc" or (choice.backend == "hw" and not (ab.is_empty() and ba.is_empty())):
         driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
     return intf_a, intf_b
 

@@ -12,7 +12,8 @@ Parameters that the interface classes do not take (``bw=`` on a plain ``Link``)
 draw one warning per link; Mininet ignores them without a word.
 
 Names: :class:`Link`, :class:`TCLink`, :class:`EngineLink`, :class:`TCULink`, :class:`OVSLink`
-(a plain link here), :class:`Intf`, :class:`TCIntf`, ``OVSIntf`` (= Intf).
+(a plain link here), :class:`HwPair` (CIMininet's: a pair of real interfaces),
+:class:`Intf`, :class:`TCIntf`, ``OVSIntf`` (= Intf).
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from fidelnet.links import Link as _CoreLink
 from fidelnet.links.params import PARAM_NAMES
 from fidelnet.topology.spec import LinkParams, LinkSpec
 
-__all__ = ["EngineLink", "Intf", "Link", "OVSIntf", "OVSLink", "TCIntf", "TCLink", "TCULink"]
+__all__ = [
+    "EngineLink",
+    "HwPair",
+    "Intf",
+    "Link",
+    "OVSIntf",
+    "OVSLink",
+    "TCIntf",
+    "TCLink",
+    "TCULink",
+]
 
 OVSIntf = Intf
 
@@ -163,6 +174,7 @@ class Link(_CoreLink):
         )
         _context.add_link_spec(net, spec)
         try:
+            self.fn_before_realize(net)
             net.realize_link(spec)
         except BaseException:
             net.spec.links.remove(spec)
@@ -173,6 +185,9 @@ class Link(_CoreLink):
         i2 = cls2(name=intfName2, node=node2, port=port_2, link=self, mac=addr2, **p2)
         super().__init__(spec, i1, i2)
         net.links.append(self)
+
+    def fn_before_realize(self, net: Any) -> None:
+        """What a link class needs to do before its link is made (nothing here)."""
 
     def intfName(self, node: Any, n: int) -> str:
         """Mininet's interface name: ``h1-eth0``."""
@@ -233,3 +248,54 @@ class TCULink(TCLink):
 
 class OVSLink(Link):
     """Mininet's OVS patch link; fidelnet's switches are bridges, so a plain link."""
+
+
+class HwPair(Link):
+    """CIMininet's ``HwPair``: a link carried by a pair of this machine's interfaces
+    (two cabled NICs, or two SR-IOV VFs on one VLAN) instead of a veth pair
+    (:mod:`fidelnet.hwlinks`). Give the pool first, then build::
+
+        HwPair.available_pairs = [("enp100s0f0v0", "enp33s0f0v0"), ...]
+        net = Mininet(topo, link=HwPair)
+
+    Each link takes the next free pair; each interface moves into its node, renamed
+    as Mininet names a link's end (``h1-eth0``), and comes back with its own name and
+    settings when the network stops (or ``fidelnet clean`` runs after a crash)."""
+
+    available_pairs: list[tuple[str, str]] = []
+    fn_backend = "hw"
+
+    def fn_before_realize(self, net: Any) -> None:
+        from fidelnet import hwlinks
+
+        pool = [(str(a), str(b)) for a, b in type(self).available_pairs]
+        taken = set(net.hw_pairs.values())
+        for pair in pool:
+            if pair not in net.spec.hardware_pairs:
+                net.spec.hardware_pairs.append(pair)
+        free = [p for p in net.spec.hardware_pairs if tuple(p) not in taken]
+        if not free:
+            raise ValidationError(
+                "HwPair.available_pairs",
+                f"no free pair of interfaces: {len(taken)} in use, "
+                f"{len(net.spec.hardware_pairs)} given; add pairs before building",
+                pool,
+            )
+        hwlinks.preflight(net.spec, len(net.hw_pairs))
+
+    def delete(self) -> None:
+        """Give the pair back (Mininet's ``delLink``), not delete it."""
+        from fidelnet import hwlinks
+
+        net = self.intf1.node.net if self.intf1.node is not None else None
+        for intf in (self.intf1, self.intf2):
+            if intf.node is not None and not _context.is_stopping(intf.node.net):
+                intf.node.port_removed(intf)
+        self.driver.remove()
+        if net is not None and not _context.is_stopping(net):
+            hwlinks.release(net, self.spec)
+        for intf in (self.intf1, self.intf2):
+            if intf.node is not None:
+                intf.node.delIntf(intf)
+                _context.forget_intf(intf.node.net, intf.node.name, intf.name)
+            intf.link = None

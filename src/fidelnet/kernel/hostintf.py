@@ -7,7 +7,8 @@ off), and one that is a port of a bridge or bond. :func:`lend` records the inter
 name, index, MTU, up/down state and addresses in the run state, then moves it into
 the node's namespace. :func:`give_back` (a normal stop, or ``fidelnet clean`` after a
 crash) moves it back into the namespace of the process doing it and restores its
-name, MTU, addresses and state. When the node's namespace is already gone the kernel
+name, MTU, MAC, addresses and state (and, for a hardware pair's end, removes the
+qdiscs the run put on it). When the node's namespace is already gone the kernel
 has put a physical device back into the initial namespace itself, possibly under
 another name (virtual devices are destroyed with their namespace), and it is found
 there by its index.
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fidelnet.errors import KernelError, ValidationError
-from fidelnet.kernel import ns
+from fidelnet.kernel import ns, tc
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = ["check", "give_back", "lend"]
@@ -37,8 +38,9 @@ def _default_route_ifindexes(nl: Netlink) -> set[int]:
     return out
 
 
-def check(name: str, where: str = "intf") -> None:
-    """Refuse ``name`` as an interface to lend, with a message naming why."""
+def check(name: str, where: str = "intf", free: bool = False) -> None:
+    """Refuse ``name`` as an interface to lend, with a message naming why; with
+    ``free`` (a hardware pair's end), also one that is up with addresses (in use)."""
     nl = Netlink(None)
     try:
         idx = nl.index_or_none(name)
@@ -63,14 +65,30 @@ def check(name: str, where: str = "intf") -> None:
             raise ValidationError(
                 where, "is a port of a bridge or bond (in use); release it first", name
             )
+        if free and msg["flags"] & 0x1:  # IFF_UP
+            used = [a for a in nl.addresses(idx) if not a.startswith("fe80:")]
+            if used:
+                raise ValidationError(
+                    where,
+                    f"is up with addresses ({', '.join(used)}): in use on this machine; "
+                    "take it down and remove them, or name another interface",
+                    name,
+                )
     finally:
         nl.close()
 
 
-def lend(name: str, netns: str, record: Callable[..., None]) -> None:
+def lend(
+    name: str,
+    netns: str,
+    record: Callable[..., None],
+    rename: str | None = None,
+    where: str = "intf",
+    free: bool = False,
+) -> None:
     """Record ``name``'s configuration, then move it into namespace ``netns`` (a
-    name in /run/netns)."""
-    check(name)
+    name in /run/netns), named ``rename`` there when given."""
+    check(name, where, free)
     nl = Netlink(None)
     try:
         idx = nl.index(name)
@@ -84,10 +102,25 @@ def lend(name: str, netns: str, record: Callable[..., None]) -> None:
             mtu=info["mtu"],
             up=info["up"],
             addrs=addrs,
+            as_name=rename or name,
+            mac=info["mac"],
+            # A hardware pair's end is shaped by the run: its qdiscs go at give-back.
+            qdiscs=free,
         )
+        if rename and rename != name:
+            nl.set_link(idx, state="down")
         nl.set_link(idx, net_ns_fd=ns.path_of(netns))
     finally:
         nl.close()
+    if rename and rename != name:
+        there = Netlink(ns.path_of(netns))
+        try:
+            moved = there.index_or_none(name)
+            if moved is None:
+                raise KernelError(f"{name}: moved into {netns} and not found there")
+            there.set_link(moved, ifname=rename)
+        finally:
+            there.close()
 
 
 def _find(rec: dict[str, Any]) -> tuple[Netlink, int] | None:
@@ -95,7 +128,9 @@ def _find(rec: dict[str, Any]) -> tuple[Netlink, int] | None:
     name, idx, netns = str(rec["ifname"]), int(rec["index"]), str(rec["netns"])
     if ns.exists(netns):
         nl = Netlink(ns.path_of(netns))
-        found = nl.index_or_none(name)
+        found = nl.index_or_none(str(rec.get("as_name") or name))
+        if found is None:
+            found = nl.index_or_none(name)
         if found is None:
             with contextlib.suppress(Exception):
                 nl.ipr.get_links(idx)
@@ -107,7 +142,7 @@ def _find(rec: dict[str, Any]) -> tuple[Netlink, int] | None:
     with contextlib.suppress(Exception):
         if nl.link_info(idx):
             return nl, idx
-    found = nl.index_or_none(name)
+    found = nl.index_or_none(name) or nl.index_or_none(str(rec.get("as_name") or name))
     if found is not None:
         return nl, found
     nl.close()
@@ -125,6 +160,10 @@ def give_back(rec: dict[str, Any], _run_id: str = "") -> None:
         )
     nl, idx = located
     try:
+        if rec.get("qdiscs"):
+            with contextlib.suppress(KernelError, OSError):
+                tc.clear_root(nl, idx)
+                tc.remove_clsact(nl, idx)
         if nl.path is not None:
             nl.set_link(idx, state="down")
             fd = os.open(ns.own_path(), os.O_RDONLY)
@@ -136,13 +175,20 @@ def give_back(rec: dict[str, Any], _run_id: str = "") -> None:
         nl.close()
     home = Netlink(None)
     try:
-        idx = home.index_or_none(name) or int(rec["index"])
+        idx = (
+            home.index_or_none(name)
+            or home.index_or_none(str(rec.get("as_name") or name))
+            or int(rec["index"])
+        )
         info = home.link_info(idx)
         if info["ifname"] != name:
             home.set_link(idx, state="down")
             home.set_link(idx, ifname=name)
         if rec.get("mtu") and info["mtu"] != rec["mtu"]:
             home.set_link(idx, mtu=int(rec["mtu"]))
+        if rec.get("mac") and str(info["mac"]).lower() != str(rec["mac"]).lower():
+            home.set_link(idx, state="down")
+            home.set_link(idx, address=str(rec["mac"]))
         have = set(home.addresses(idx))
         for cidr in rec.get("addrs") or []:
             if cidr not in have and not str(cidr).startswith("fe80:"):

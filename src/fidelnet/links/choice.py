@@ -21,7 +21,7 @@ from fidelnet.topology.spec import LinkParams
 
 __all__ = ["NEEDS_QDISCS", "Choice", "bpf_loss", "choose", "engine_gaps", "tc_gaps"]
 
-Backend = Literal["veth", "tc", "engine"]
+Backend = Literal["veth", "tc", "engine", "hw"]
 
 NEEDS_QDISCS: tuple[str, ...] = ("htb", "netem", "pfifo", "bfifo", "bpf_loss")
 """What the tc backend may use, probed once per run when a link needs shaping: its
@@ -104,6 +104,14 @@ def choose(
         return Choice("engine", "asked for")
     empty = ab.is_empty() and ba.is_empty()
     gaps = sorted(set(tc_gaps(ab, caps)) | set(tc_gaps(ba, caps)))
+    if requested == "hw":
+        if gaps:
+            raise UnsupportedError(
+                "; ".join(gaps),
+                f"{where} (backend hw: real interfaces, shaped by the kernel's qdiscs)",
+                "drop what the tc backend cannot do, or give this link backend 'engine'",
+            )
+        return Choice("hw", "asked for: a pair from hardware_pairs")
     if gaps and engine:
         raise UnsupportedError(
             "; ".join(gaps + engine),

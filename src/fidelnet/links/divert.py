@@ -69,6 +69,13 @@ def divert_or_refuse(net: Network, link: Link, why: str) -> EngineDriver:
     """Divert ``link`` (see :func:`divert`) unless its backend was asked for by name:
     a link built with backend ``tc`` stays on tc, and the change is refused."""
     requested = link.spec.backend or net.spec.link_backend
+    if requested == "hw":
+        raise UnsupportedError(
+            why,
+            f"{link.where} (backend hw)",
+            "a hardware pair carries its packets on its own wire: only what the "
+            "kernel's qdiscs do applies to it",
+        )
     if requested == "tc":
         raise UnsupportedError(
             why,

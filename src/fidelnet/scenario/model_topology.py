@@ -349,11 +349,29 @@ class Link(_Model):
     """MAC of ``a``'s interface."""
     b_mac: str | None = None
     """MAC of ``b``'s interface."""
-    backend: Literal["auto", "tc", "engine"] | None = None
-    """``auto``, ``tc`` or ``engine`` (default: ``topology.link_backend``)."""
+    backend: Literal["auto", "tc", "engine", "hw"] | None = None
+    """``auto``, ``tc``, ``engine`` or ``hw`` (a pair from ``topology.hardware.pairs``;
+    default: ``topology.link_backend``)."""
     endpoint: EngineEndpoint | None = None
     """How the engine reads and writes this link's frames: ``auto``, ``tap`` or ``af_xdp``
     (default: ``topology.engine_endpoint``); only ``auto`` on a ``tc`` link."""
+
+
+class Hardware(_Model):
+    """This machine's interfaces for hardware links (docs/hwlinks.md)."""
+
+    pairs: Annotated[
+        list[
+            Annotated[
+                list[Annotated[str, Field(min_length=1, max_length=15)]],
+                Field(min_length=2, max_length=2),
+            ]
+        ],
+        Field(max_length=4096),
+    ] = Field(default_factory=list)
+    """Pairs of interfaces joined by a cable (or SR-IOV VFs on one VLAN):
+    ``[[enp1s0f0v0, enp2s0f0v0], ...]``; each link with backend ``hw`` takes the next
+    free one, its first interface for the link's ``a`` node."""
 
 
 class Controller(_Model):
@@ -402,9 +420,11 @@ class Topology(_Model):
 
     builder: Builder | None = None
     """A ready-made topology; ``nodes`` and ``links`` add to it."""
-    link_backend: Literal["auto", "tc", "engine"] = "auto"
+    link_backend: Literal["auto", "tc", "engine", "hw"] = "auto"
     """Default link backend: ``auto`` (tc where it can, the engine otherwise), ``tc``,
-    ``engine``."""
+    ``engine``, ``hw`` (pairs of real interfaces from ``hardware.pairs``)."""
+    hardware: Hardware = Field(default_factory=Hardware)
+    """This machine's interface pairs for links with backend ``hw``."""
     engine_endpoint: EngineEndpoint = "auto"
     """Default endpoint of engine links: ``auto`` (``af_xdp`` where it can for a link that
     delays or shapes, ``tap`` otherwise), ``tap`` or ``af_xdp``."""

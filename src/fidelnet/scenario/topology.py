@@ -106,6 +106,7 @@ def build(scenario: Scenario) -> Built:
     spec = built.spec
     spec.seed = scenario.seed
     spec.link_backend = topo.link_backend
+    spec.hardware_pairs = [(p[0], p[1]) for p in topo.hardware.pairs]
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
     spec.ipv6 = topo.ipv6
@@ -216,6 +217,8 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
             if not in_link and defaults is not None and getattr(defaults, name) is not None:
                 return ("topology", "defaults", "link", *rest[1:]), ""
         return ("topology", "links", own, *rest), ""
+    if head == "hardware_pairs":
+        return ("topology", "hardware", "pairs", *parts[1:]), ""
     if head in (
         "ip_base",
         "link_backend",

@@ -71,8 +71,9 @@ JITTER_DISTS: tuple[str, ...] = ("uniform", "normal")
 # droptail: one FIFO; hifi: random drop (engine); fq: a fair queue per flow (tc)
 QueueKind = Literal["droptail", "hifi", "fq"]
 QUEUE_KINDS: tuple[str, ...] = ("droptail", "hifi", "fq")
-LinkBackend = Literal["auto", "tc", "engine"]
-LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine")
+# hw: a pair of real interfaces from TopologySpec.hardware_pairs (docs/hwlinks.md)
+LinkBackend = Literal["auto", "tc", "engine", "hw"]
+LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine", "hw")
 EngineEndpoint = Literal["auto", "tap", "af_xdp"]
 ENGINE_ENDPOINTS: tuple[str, ...] = ("auto", "tap", "af_xdp")
 
@@ -304,6 +305,10 @@ class TopologySpec:
     datapath: Datapath = "auto"  # switches' datapath unless they choose (docs/switches.md)
     # OpenFlow controllers every OVS switch connects to (none: OVS switches learn alone)
     controllers: list[ControllerSpec] = field(default_factory=list)
+    # The pool of interface pairs that links with backend "hw" take, in order: each
+    # pair is two interfaces of this machine joined by a cable (or SR-IOV VFs on one
+    # VLAN); docs/hwlinks.md.
+    hardware_pairs: list[tuple[str, str]] = field(default_factory=list)
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

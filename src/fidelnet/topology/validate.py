@@ -52,6 +52,7 @@ from fidelnet.topology.spec import (
     TopologySpec,
 )
 from fidelnet.topology.validate_backends import check_node_backends
+from fidelnet.topology.validate_hw import check_hardware
 from fidelnet.topology.validate_openflow import check_controllers as _check_controllers
 from fidelnet.topology.validate_openflow import check_openflow as _check_openflow
 from fidelnet.topology.validate_openflow import controller_problems
@@ -106,6 +107,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_nodes,
         check_node_backends,
         _check_links,
+        check_hardware,
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]

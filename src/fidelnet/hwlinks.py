@@ -1,0 +1,94 @@
+"""Hardware links (backend ``hw``): a pair of real interfaces of this machine, joined
+by a cable or by a VLAN between two SR-IOV virtual functions, carries a link instead
+of a veth pair (CIMininet's ``HwPair``; docs/hwlinks.md).
+
+Each link with backend ``hw`` takes the next free pair of ``TopologySpec.hardware_pairs``
+in link order. :func:`preflight` checks, before anything is built, every interface
+the links will take: it exists, is not the loopback, does not carry the default
+route, is no bridge or bond port, and is not up with addresses (in use).
+:func:`lend_pair` lends the pair's first interface to the link's ``a`` node and the
+second to its ``b`` node (:mod:`fidelnet.kernel.hostintf`: recorded in the run state
+before it moves, renamed as the link's end there, ``h1-eth0``), and the run gives
+each back at teardown or ``fidelnet clean`` with its name, MTU, MAC, addresses and
+up/down state, and without the qdiscs the run put on it. A VM node's end is an
+interface in its namespace like any other: its NIC is joined to it as to a veth.
+Shaping is the kernel's (tc), on the real interfaces.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from fidelnet.errors import ValidationError
+from fidelnet.kernel import hostintf
+from fidelnet.topology.spec import LinkSpec, TopologySpec
+from fidelnet.topology.validate_hw import hw_links
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["lend_pair", "preflight", "release"]
+
+
+def preflight(spec: TopologySpec, taken: int = 0) -> None:
+    """Check the interfaces of the pairs the not yet taken hw links will take (the
+    pool's first ``taken`` pairs are in use by this run already)."""
+    wanted = len(hw_links(spec)) - taken
+    for i, pair in enumerate(spec.hardware_pairs[taken : taken + max(0, wanted)], taken):
+        for j, name in enumerate(pair):
+            hostintf.check(name, f"hardware_pairs[{i}][{j}]", free=True)
+
+
+def _take(net: Network, link: LinkSpec) -> tuple[str, str]:
+    used = set(net.hw_pairs.values())
+    for given in net.spec.hardware_pairs:
+        pair = (given[0], given[1])
+        if pair not in used:
+            net.hw_pairs[id(link)] = pair
+            return pair
+    raise ValidationError(
+        f"link {link.a}-{link.b}.backend",
+        f"every pair of hardware_pairs is in use ({len(used)}): add pairs",
+        "hw",
+    )
+
+
+def lend_pair(net: Network, link: LinkSpec) -> int:
+    """Lend the link's pair to its two nodes; returns the ``a`` end's index."""
+    assert link.a_intf and link.b_intf
+    pair = _take(net, link)
+    at = [tuple(p) for p in net.spec.hardware_pairs].index(pair)
+    where = f"hardware_pairs[{at}]"
+    for (node_name, ifname), (j, hw) in zip(
+        ((link.a, link.a_intf), (link.b, link.b_intf)), enumerate(pair), strict=True
+    ):
+        node = net.nodes[node_name]
+        if node.netns is None:
+            raise ValidationError(
+                f"link {link.a}-{link.b}.backend",
+                f"{node_name} is in the host's namespace: a hardware link joins nodes in "
+                "namespaces of their own",
+                "hw",
+            )
+        hostintf.lend(
+            hw,
+            os.path.basename(node.netns),
+            net.state_record,
+            rename=ifname,
+            where=f"{where}[{j}]",
+            free=True,
+        )
+    return int(net.nodes[link.a].netlink().index(link.a_intf))
+
+
+def release(net: Network, link: LinkSpec) -> None:
+    """Give the link's pair back now (a link deleted while the network runs)."""
+    pair = net.hw_pairs.pop(id(link), None)
+    if pair is None or net._state is None:
+        return
+    for rec in list(net._state.live_objects()):
+        if rec["kind"] == "hostintf" and rec.get("ifname") in pair:
+            hostintf.give_back(rec)
+            ident = {k: v for k, v in rec.items() if k != "kind"}
+            net._state.gone("hostintf", **ident)

@@ -1,0 +1,87 @@
+"""Checks of hardware links (backend ``hw``) that need no kernel: the pool's shape,
+enough pairs for the links that ask, and ends that can hold a real interface.
+
+What only the machine can say (the interfaces exist, are free, are not the default
+route's) is checked by :mod:`fidelnet.hwlinks` before anything is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fidelnet.errors import ValidationError
+from fidelnet.topology.spec import TopologySpec
+
+__all__ = ["IFNAME_MAX", "check_hardware", "hw_links"]
+
+IFNAME_MAX = 15
+"""The longest interface name Linux takes (IFNAMSIZ - 1)."""
+
+
+def hw_links(spec: TopologySpec) -> list[int]:
+    """Indexes of the links that take a hardware pair."""
+    return [i for i, link in enumerate(spec.links) if (link.backend or spec.link_backend) == "hw"]
+
+
+def _ifname_problem(name: object) -> str | None:
+    if not isinstance(name, str) or not name:
+        return "must be an interface name"
+    if len(name) > IFNAME_MAX:
+        return f"is longer than {IFNAME_MAX} characters (no interface can have that name)"
+    if name in (".", "..") or any(c in name for c in "/: \t\n\0"):
+        return "is not a valid interface name"
+    return None
+
+
+def check_hardware(spec: TopologySpec) -> Iterator[ValidationError]:
+    pool = spec.hardware_pairs
+    if not isinstance(pool, list | tuple):
+        yield ValidationError("hardware_pairs", "must be a list of interface pairs", pool)
+        return
+    seen: dict[str, str] = {}
+    for i, pair in enumerate(pool):
+        where = f"hardware_pairs[{i}]"
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            yield ValidationError(
+                where, "must be a pair of interfaces, one for each end of a link", pair
+            )
+            continue
+        for j, name in enumerate(pair):
+            why = _ifname_problem(name)
+            if why is not None:
+                yield ValidationError(f"{where}[{j}]", why, name)
+                continue
+            assert isinstance(name, str)
+            if name in seen:
+                yield ValidationError(
+                    f"{where}[{j}]", f"is already in the pool at {seen[name]}", name
+                )
+            else:
+                seen[name] = f"{where}[{j}]"
+    asking = hw_links(spec)
+    if len(asking) > len(pool):
+        first = asking[len(pool)] if pool else asking[0]
+        yield ValidationError(
+            f"links[{first}].backend",
+            f"{len(asking)} link(s) ask for a hardware pair and hardware_pairs has "
+            f"{len(pool)}: add pairs, or give the rest another backend",
+            "hw",
+            ["auto", "tc", "engine"],
+        )
+    for i in asking:
+        link = spec.links[i]
+        for end in (link.a, link.b):
+            node = spec.nodes.get(end)
+            if node is not None and not node.in_namespace:
+                yield ValidationError(
+                    f"links[{i}].backend",
+                    f"{end} is in the host's namespace, where the pair already is: a "
+                    "hardware link joins nodes in namespaces of their own",
+                    "hw",
+                )
+        if link.endpoint not in (None, "auto"):
+            yield ValidationError(
+                f"links[{i}].endpoint",
+                "an endpoint applies to engine links, and this link is a hardware pair",
+                link.endpoint,
+            )
