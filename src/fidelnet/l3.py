@@ -7,13 +7,14 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from fidelnet.topology import routing
+from fidelnet.errors import KernelError
+from fidelnet.topology import flows, routing
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
 
-__all__ = ["configure", "ping_pairs", "static_arp"]
+__all__ = ["configure", "flow_routes", "ping_pairs", "static_arp"]
 
 
 def configure(net: Network) -> None:
@@ -32,11 +33,26 @@ def configure(net: Network) -> None:
     for node in net.nodes.values():
         if node.spec.default_route:
             _default_route(node, node.spec.default_route)
+    if net.spec.flows:
+        flow_routes(net)
     if net.spec.auto_static_arp:
         static_arp(net)
     from fidelnet import fastpath
 
     fastpath.set_up(net)
+
+
+def flow_routes(net: Network) -> None:
+    """Each flow's rules and tables on the nodes it leaves (:mod:`fidelnet.topology.flows`)."""
+    for name, policy in flows.plan(net.spec).items():
+        node = net.nodes[name]
+        tables = []
+        for table, (gateway, ifname) in sorted(policy.tables.items()):
+            intf = node.intf(ifname)
+            if intf is None:
+                raise KernelError(f"{name}: flow table {table}: no interface {ifname}")
+            tables.append((table, gateway, intf.index))
+        node.interior().add_flow_routes(tables, policy.rules)
 
 
 def _default_route(node: Node, target: str) -> None:

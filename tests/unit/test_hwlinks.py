@@ -73,7 +73,7 @@ def test_a_hw_link_is_shaped_by_tc_or_refused_naming_the_link() -> None:
     rate = LinkParams(bw=100.0)
     assert choose("hw", rate, rate, frozenset({"htb"}), "link h1-h2").backend == "hw"
     assert choose("hw", LinkParams(), LinkParams(), frozenset(), "link h1-h2").backend == "hw"
-    delay = LinkParams(delay="10ms")
+    delay = LinkParams(delay=0.01)
     with pytest.raises(UnsupportedError, match=r"link h1-h2 \(backend hw"):
         choose("hw", delay, delay, frozenset({"htb"}), "link h1-h2")  # no netem here
 

@@ -190,6 +190,31 @@ class Netlink:
         if errors:
             raise KernelError(f"routes in {self.path or 'host namespace'}: " + "; ".join(errors))
 
+    def add_flow_routes(
+        self,
+        tables: Sequence[tuple[int, str, int]],
+        rules: Sequence[tuple[int, int, int, int]],
+    ) -> None:
+        """Per-flow policy routing (:mod:`fidelnet.topology.flows`): one default route
+        per table, then one rule per flow (protocol and destination port)."""
+        for table, gateway, index in tables:
+            try:
+                self.ipr.route("replace", dst="0.0.0.0/0", gateway=gateway, oif=index, table=table)
+            except NetlinkError as exc:
+                raise KernelError(f"table {table}: default via {gateway}: {exc}") from exc
+        for priority, proto, port, table in rules:
+            try:
+                self.ipr.rule(
+                    "add",
+                    family=socket.AF_INET,
+                    priority=priority,
+                    table=table,
+                    ip_proto=proto,
+                    dport_range=f"{port}:{port}",
+                )
+            except NetlinkError as exc:
+                raise KernelError(f"rule {priority}: protocol {proto} port {port}: {exc}") from exc
+
     def add_neighbour(self, index: int, ip: str, mac: str) -> None:
         try:
             self.ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=index, state="permanent")

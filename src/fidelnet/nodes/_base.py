@@ -52,6 +52,15 @@ class Interior(Protocol):
 
     def add_neighbour(self, index: int, ip: str, mac: str) -> None: ...
 
+    def add_flow_routes(
+        self,
+        tables: Sequence[tuple[int, str, int]],
+        rules: Sequence[tuple[int, int, int, int]],
+    ) -> None:
+        """Per-flow policy routing: ``tables`` (table id, gateway, interface index), one
+        default route each; ``rules`` (priority, IP protocol number, destination port,
+        table id) sending the packets of that protocol and port to the table."""
+
     def write_sysctl(self, key: str, value: str) -> str:
         """Set a ``net.*`` sysctl in the node; returns the previous value."""
 

@@ -58,6 +58,13 @@ class FakeInterior:
         self.calls.append(("add_neighbour", self.node, index, ip, mac))
         self.neighbours[(index, ip)] = mac
 
+    def add_flow_routes(
+        self,
+        tables: Sequence[tuple[int, str, int]],
+        rules: Sequence[tuple[int, int, int, int]],
+    ) -> None:
+        self.calls.append(("add_flow_routes", self.node, list(tables), list(rules)))
+
     def write_sysctl(self, key: str, value: str) -> str:
         self.calls.append(("write_sysctl", self.node, key, value))
         old = self.sysctls.get(key, "0")

@@ -172,6 +172,20 @@ class GuestInterior:
     def add_neighbour(self, index: int, ip: str, mac: str) -> None:
         self._ip(f"neigh replace {ip} lladdr {mac} dev {self._name(index)} nud permanent", index)
 
+    def add_flow_routes(
+        self,
+        tables: Sequence[tuple[int, str, int]],
+        rules: Sequence[tuple[int, int, int, int]],
+    ) -> None:
+        for table, gateway, index in tables:
+            dev = self._name(index)
+            self._ip(f"route replace default via {gateway} dev {dev} table {int(table)}", index)
+        for priority, proto, port, table in rules:
+            self._ip(
+                f"rule add pref {int(priority)} ipproto {int(proto)} dport {int(port)} "
+                f"table {int(table)}"
+            )
+
     def write_sysctl(self, key: str, value: str) -> str:
         if not key.startswith("net.") or ".." in key or "/" in key:
             raise KernelError(f"sysctl {key}: only net.* keys are set in a node")

@@ -30,6 +30,7 @@ from fidelnet.scenario.fields import (
     _text_schema,
 )
 from fidelnet.scenario.limits import MAX_LINKS, MAX_NODES
+from fidelnet.scenario.model_routing import RandomArgs, Routing
 from fidelnet.topology import builders
 from fidelnet.topology.spec import (
     NODE_BACKENDS,
@@ -151,7 +152,7 @@ class TreeArgs(_Model):
     """Children per switch (default 2)."""
 
 
-BUILDERS: tuple[str, ...] = ("linear", "line", "tree", "single", "dumbbell")
+BUILDERS: tuple[str, ...] = ("linear", "line", "tree", "single", "dumbbell", "random")
 """The builders a scenario may name."""
 
 
@@ -170,6 +171,9 @@ class Builder(_Model):
     """``single: K``: switch s1 and hosts h1..hK."""
     dumbbell: Annotated[int, Field(ge=1)] | None = None
     """``dumbbell: N``: s1 -- s2 bottleneck, hosts h1..hN on s1 and hN+1..h2N on s2."""
+    random: RandomArgs | None = None
+    """``random: {nodes: N, seed: S, degree: D, flows: {count: C}}``: a seeded random
+    topology of routers h1..hN joined directly, with random flows routed by path (HVNet)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Builder:
@@ -195,6 +199,8 @@ class Builder(_Model):
             return self.single + 1
         if self.dumbbell is not None:
             return 2 * self.dumbbell + 2
+        if self.random is not None:
+            return self.random.nodes
         assert self.tree is not None
         total, level = 0, 1
         for _ in range(self.tree.depth + 1):  # switches at each depth, then the hosts
@@ -219,6 +225,8 @@ class Builder(_Model):
             return builders.tree(self.tree.depth, self.tree.fanout)
         if self.single is not None:
             return builders.single(self.single)
+        if self.random is not None:
+            return self.random.build()
         assert self.dumbbell is not None
         return builders.dumbbell(self.dumbbell)
 
@@ -425,6 +433,8 @@ class Topology(_Model):
     ``engine``, ``hw`` (pairs of real interfaces from ``hardware.pairs``)."""
     hardware: Hardware = Field(default_factory=Hardware)
     """This machine's interface pairs for links with backend ``hw``."""
+    routing: Routing = Field(default_factory=Routing)
+    """Flows routed by their own paths (``routing.flows``), after the builder's."""
     engine_endpoint: EngineEndpoint = "auto"
     """Default endpoint of engine links: ``auto`` (``af_xdp`` where it can for a link that
     delays or shapes, ``tap`` otherwise), ``tap`` or ``af_xdp``."""

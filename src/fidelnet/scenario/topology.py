@@ -54,6 +54,7 @@ class Built:
     spec: TopologySpec
     builder_nodes: frozenset[str] = frozenset()
     builder_links: int = 0
+    builder_flows: int = 0
     builder_ok: bool = True
     problems: list[Problem] = field(default_factory=list)
 
@@ -107,6 +108,8 @@ def build(scenario: Scenario) -> Built:
     spec.seed = scenario.seed
     spec.link_backend = topo.link_backend
     spec.hardware_pairs = [(p[0], p[1]) for p in topo.hardware.pairs]
+    built.builder_flows = len(spec.flows)
+    spec.flows = spec.flows + [f.to_spec(i) for i, f in enumerate(topo.routing.flows)]
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
     spec.ipv6 = topo.ipv6
@@ -219,6 +222,13 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
         return ("topology", "links", own, *rest), ""
     if head == "hardware_pairs":
         return ("topology", "hardware", "pairs", *parts[1:]), ""
+    if head == "flows" and len(parts) >= 2 and isinstance(parts[1], int):
+        if parts[1] < built.builder_flows:
+            return builder, f"{spec_field} (made by the builder): "
+        own = parts[1] - built.builder_flows
+        field = {"rate_bps": "rate"}.get(str(parts[2]), parts[2]) if len(parts) > 2 else None
+        tail = (field, *parts[3:]) if field is not None else ()
+        return ("topology", "routing", "flows", own, *tail), ""
     if head in (
         "ip_base",
         "link_backend",

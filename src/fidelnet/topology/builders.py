@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from fidelnet.errors import ValidationError
 from fidelnet.topology.limits import MAX_NODES
+from fidelnet.topology.randomnet import random_topology
 from fidelnet.topology.spec import LinkParams, LinkSpec, NodeSpec, TopologySpec
 
 __all__ = [
@@ -298,6 +299,10 @@ def fattree(k: int) -> TopologySpec:
     return spec
 
 
+def _random(n: int, seed: int = 1, degree: float = 2.5) -> TopologySpec:
+    return random_topology(n, seed, degree)
+
+
 # --- Mininet's --topo option ------------------------------------------------------
 
 _Builder = Callable[..., TopologySpec]
@@ -310,6 +315,8 @@ TOPOS: dict[str, tuple[_Builder, tuple[str, ...], int, str]] = {
     "reversed": (reversed_, ("k",), 0, "reversed,N"),
     "tree": (tree, ("depth", "fanout"), 0, "tree,DEPTH[,FANOUT]"),
     "torus": (torus, ("x", "y", "n"), 2, "torus,X,Y[,N]"),
+    # fidelnet's own: HVNet's seeded random topologies of routers (randomnet.py)
+    "random": (_random, ("n", "seed", "degree"), 1, "random,N[,seed=S][,degree=D]"),
 }
 """Mininet's ``mn --topo`` names with their builders (defaults as in Mininet)."""
 _USAGES = tuple(entry[3] for entry in TOPOS.values())
@@ -364,7 +371,8 @@ def _bind(text: str) -> tuple[str, dict[str, int | float | str]]:
 
 def from_mn_spec(text: str) -> TopologySpec:
     """Parse Mininet's ``--topo`` string: ``minimal``, ``single,N``, ``linear,K[,N]``,
-    ``reversed,N``, ``tree,D[,F]`` (or ``tree,depth=D,fanout=F``), ``torus,X,Y[,N]``.
+    ``reversed,N``, ``tree,D[,F]`` (or ``tree,depth=D,fanout=F``), ``torus,X,Y[,N]``,
+    and fidelnet's ``random,N[,seed=S][,degree=D]`` (:mod:`~fidelnet.topology.randomnet`).
 
     Keywords use the parameter names of Mininet's ``build()``. Any problem raises
     :class:`ValidationError` with field ``"topo"``.

@@ -36,6 +36,8 @@ __all__ = [
     "ControllerSpec",
     "EngineEndpoint",
     "FailMode",
+    "FlowProtocol",
+    "FlowSpec",
     "GilbertElliott",
     "JitterDist",
     "LinkBackend",
@@ -286,6 +288,35 @@ class OpenFlowSpec:
     datapath_type: OvsDatapathType | None = None
 
 
+FlowProtocol = Literal["udp", "tcp"]
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One flow: its ``path`` (node names, source first), the destination ``port``
+    and ``protocol`` that mark its packets, and, for traffic generators, a ``rate_bps``
+    and packet ``size`` (bytes of the IP packet)."""
+
+    name: str
+    path: tuple[str, ...]
+    port: int
+    protocol: FlowProtocol = "udp"
+    rate_bps: float | None = None
+    size: int | None = None
+
+    @property
+    def src(self) -> str:
+        return self.path[0]
+
+    @property
+    def dst(self) -> str:
+        return self.path[-1]
+
+    @property
+    def hops(self) -> int:
+        return len(self.path) - 1
+
+
 @dataclass
 class TopologySpec:
     """A whole topology: nodes in insertion order, links, network-wide options."""
@@ -309,6 +340,8 @@ class TopologySpec:
     # pair is two interfaces of this machine joined by a cable (or SR-IOV VFs on one
     # VLAN); docs/hwlinks.md.
     hardware_pairs: list[tuple[str, str]] = field(default_factory=list)
+    # Flows routed by their own path, not by destination (fidelnet.topology.flows)
+    flows: list[FlowSpec] = field(default_factory=list)
 
     def add_node(self, node: NodeSpec) -> NodeSpec:
         self.nodes[node.name] = node

@@ -40,6 +40,7 @@ from fidelnet.topology.addressing import (
     plan_ips,
     plan_ports,
 )
+from fidelnet.topology.flows import check_flows
 from fidelnet.topology.limits import BPF_SWITCH_PORTS, BRIDGE_PORTS, MAX_LINKS, MAX_NODES
 from fidelnet.topology.spec import (
     DATAPATHS,
@@ -108,6 +109,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         check_node_backends,
         _check_links,
         check_hardware,
+        check_flows,
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
