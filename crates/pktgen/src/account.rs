@@ -11,6 +11,15 @@
 //! in `beyond_window`. Sequence numbers are not unwrapped: a flow must stay
 //! below 2^32 packets.
 //!
+//! # Jitter and the worst packets
+//!
+//! Per flow, the jitter of a packet is how much its latency differs from the
+//! latency of the flow's packet before it, in arrival order (HVNet's
+//! definition); it goes to the flow's and the all-flows jitter histograms.
+//! With [`Accounting::keep_worst`], the receiver keeps the `k` highest
+//! latencies with their receive time and flow (a min-heap: O(log k) per
+//! packet that enters it).
+//!
 //! # Gaps
 //!
 //! Each time a flow's sequence numbers jump ahead (seq > highest + 1), the
@@ -30,7 +39,8 @@
 //! else, and in `interval_late`. Empty intervals between the first and the
 //! last packet are reported as zeros.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use hdrhistogram::Histogram;
 
@@ -116,6 +126,9 @@ pub struct FlowAcc {
     pub beyond_window: u64,
     /// Positive latencies of this flow.
     pub latency: Histogram<u64>,
+    /// Latency differences between consecutive packets of this flow.
+    pub jitter: Histogram<u64>,
+    prev_latency: Option<u64>,
     window: SeqWindow,
     /// Send timestamp of the highest sequence number.
     highest_send_ns: u64,
@@ -132,6 +145,8 @@ impl FlowAcc {
             reordered: 0,
             beyond_window: 0,
             latency: hist::new(),
+            jitter: hist::new(),
+            prev_latency: None,
             window: SeqWindow::new(),
             highest_send_ns: 0,
             first: None,
@@ -186,6 +201,11 @@ pub struct Accounting {
     pub last_rx_ns: Option<u64>,
     /// Positive latencies, all flows.
     pub latency: Histogram<u64>,
+    /// Jitter, all flows (see the module doc).
+    pub jitter: Histogram<u64>,
+    /// The highest latencies: (latency ns, receive ns, flow), at most `worst_cap`.
+    worst: BinaryHeap<Reverse<(u64, u64, u16)>>,
+    worst_cap: usize,
     /// Closed intervals, in order.
     pub intervals: Vec<Interval>,
     /// Sequence jumps, in order of arrival (at most [`MAX_GAPS`]).
@@ -224,6 +244,9 @@ impl Accounting {
             first_rx_ns: None,
             last_rx_ns: None,
             latency: hist::new(),
+            jitter: hist::new(),
+            worst: BinaryHeap::new(),
+            worst_cap: 0,
             intervals: Vec::new(),
             gaps: Vec::new(),
             gaps_dropped: 0,
@@ -234,6 +257,34 @@ impl Accounting {
             open: VecDeque::new(),
             pool: Vec::new(),
             empty: hist::new(),
+        }
+    }
+
+    /// Keep the `k` highest latencies (0: none, the default).
+    pub fn keep_worst(&mut self, k: usize) {
+        self.worst_cap = k;
+    }
+
+    /// The kept highest latencies as (receive ns, latency ns, flow), by
+    /// receive time.
+    pub fn worst(&self) -> Vec<(u64, u64, u16)> {
+        let mut out: Vec<(u64, u64, u16)> =
+            self.worst.iter().map(|Reverse((l, rx, f))| (*rx, *l, *f)).collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn consider_worst(&mut self, latency: u64, rx_ns: u64, flow: u16) {
+        if self.worst_cap == 0 {
+            return;
+        }
+        if self.worst.len() < self.worst_cap {
+            self.worst.push(Reverse((latency, rx_ns, flow)));
+        } else if let Some(Reverse((least, _, _))) = self.worst.peek() {
+            if latency > *least {
+                self.worst.pop();
+                self.worst.push(Reverse((latency, rx_ns, flow)));
+            }
         }
     }
 
@@ -338,6 +389,12 @@ impl Accounting {
             Some(l) => {
                 hist::record(&mut flow.latency, l);
                 hist::record(&mut self.latency, l);
+                if let Some(prev) = flow.prev_latency {
+                    hist::record(&mut flow.jitter, l.abs_diff(prev));
+                    hist::record(&mut self.jitter, l.abs_diff(prev));
+                }
+                flow.prev_latency = Some(l);
+                self.consider_worst(l, rx_ns, p.flow);
             }
             None => self.negative_latency += 1,
         }

@@ -193,6 +193,12 @@ pub struct RecvArgs {
     #[arg(long)]
     pub busy_poll: bool,
 
+    /// Keep the N highest latencies with their receive time and flow and
+    /// report them as `worst` (0..=1000000; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub worst: u32,
+
     /// Where to write the JSON report ("-": stdout).
     #[arg(long, value_name = "PATH", default_value = "-")]
     pub json: PathBuf,

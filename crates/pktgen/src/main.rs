@@ -305,6 +305,7 @@ fn recv_main(a: &RecvArgs) -> Result<ExitCode, Failure> {
 
     let width_ns = a.interval_ms * 1_000_000;
     let mut acc = Accounting::new(width_ns, recv::GRACE_NS.max(width_ns / 2));
+    acc.keep_worst(a.worst as usize);
     let cfg = recv::LoopConfig {
         duration_ns: a.duration.map(|d| (d * 1e9).round() as u64),
         idle_ns: (a.idle_stop * 1e9).round() as u64,

@@ -138,6 +138,8 @@ pub struct RecvFlow {
     pub lost_by_seq: u64,
     pub latency: Summary,
     pub latency_hdr: String,
+    pub jitter: Summary,
+    pub jitter_hdr: String,
     pub beyond_window: u64,
 }
 
@@ -196,6 +198,9 @@ pub struct RecvReport {
     pub interval_ms: u64,
     pub latency: Summary,
     pub latency_hdr: String,
+    pub jitter: Summary,
+    /// The highest latencies kept (`--worst`): [receive ns, latency ns, flow].
+    pub worst: Vec<(u64, u64, u16)>,
     pub flows: Vec<RecvFlow>,
     pub intervals: Vec<IntervalReport>,
     pub gaps: Vec<GapReport>,
@@ -238,6 +243,8 @@ pub fn recv_report(acc: &Accounting, interval_ms: u64) -> RecvReport {
         interval_ms,
         latency: hist::summary(&acc.latency),
         latency_hdr: hist::encode(&acc.latency),
+        jitter: hist::summary(&acc.jitter),
+        worst: acc.worst(),
         flows: acc
             .flows()
             .map(|(id, f)| RecvFlow {
@@ -253,6 +260,8 @@ pub fn recv_report(acc: &Accounting, interval_ms: u64) -> RecvReport {
                 lost_by_seq: f.lost_by_seq(),
                 latency: hist::summary(&f.latency),
                 latency_hdr: hist::encode(&f.latency),
+                jitter: hist::summary(&f.jitter),
+                jitter_hdr: hist::encode(&f.jitter),
                 beyond_window: f.beyond_window,
             })
             .collect(),

@@ -1,6 +1,7 @@
 """Stock Mininet as the benchmark's peer: the routed line held open by
-``mininet_line.py`` under the Python that has Debian's ``mininet`` package, and
-its nodes as places to start processes (through their network namespace)."""
+``mininet_line.py`` (or any routed topology by ``mininet_topology.py``) under the
+Python that has Debian's ``mininet`` package, and its nodes as places to start
+processes (through their network namespace)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from typing import Any
 from fidelnet.errors import MeasurementError, NodeError
 from fidelnet.kernel import launcher, nic
 
-__all__ = ["ForeignNode", "MininetLine", "mininet_python"]
+__all__ = ["ForeignNode", "MininetLine", "MininetTopology", "mininet_python"]
 
 _SCRIPT = Path(__file__).with_name("mininet_line.py")
+_TOPOLOGY_SCRIPT = Path(__file__).with_name("mininet_topology.py")
 
 
 def mininet_python() -> str | None:
@@ -72,6 +74,13 @@ class MininetLine:
         self.version = "unknown"
         self._proc: subprocess.Popen[str] | None = None
 
+    def _argv(self) -> list[str]:
+        assert self.python is not None
+        return [self.python, str(_SCRIPT), str(self.n)]
+
+    def _first_input(self) -> str:
+        return ""
+
     def __enter__(self) -> MininetLine:
         if self.python is None:
             raise MeasurementError(
@@ -79,13 +88,20 @@ class MininetLine:
                 "or FIDELNET_MININET_PYTHON pointing at a Python that has it"
             )
         self._proc = subprocess.Popen(
-            [self.python, str(_SCRIPT), str(self.n)],
+            self._argv(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert self._proc.stdout is not None
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        first = self._first_input()
+        if first:
+            try:
+                self._proc.stdin.write(first + "\n")
+                self._proc.stdin.flush()
+            except OSError:
+                pass  # it died: its error is read below
         line = self._proc.stdout.readline()
         try:
             doc = json.loads(line)
@@ -114,3 +130,19 @@ class MininetLine:
     @staticmethod
     def available() -> bool:
         return mininet_python() is not None and shutil.which("ip") is not None
+
+
+class MininetTopology(MininetLine):
+    """``with MininetTopology(plan) as peer:`` builds the routed topology of ``plan``
+    (see ``mininet_topology.py``) with Mininet and stops it on exit."""
+
+    def __init__(self, plan: dict[str, Any], python: str | None = None) -> None:
+        super().__init__(0, python)
+        self.plan = plan
+
+    def _argv(self) -> list[str]:
+        assert self.python is not None
+        return [self.python, str(_TOPOLOGY_SCRIPT)]
+
+    def _first_input(self) -> str:
+        return json.dumps(self.plan)

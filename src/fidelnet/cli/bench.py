@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fidelnet.cli.bench_hvnet import hvnet
 from fidelnet.errors import ValidationError
 
 __all__ = ["bench"]
@@ -24,7 +25,11 @@ def _rates(text: str) -> tuple[float, ...]:
 @click.group()
 def bench() -> None:
     """Benchmarks: `line` (the CIMininet 7-node line beside stock Mininet), `hifi`
-    (the Mininet-HiFi validation suite)."""
+    (the Mininet-HiFi validation suite), `hvnet` (HVNet's random topologies with
+    per-flow routing beside stock Mininet)."""
+
+
+bench.add_command(hvnet)
 
 
 @bench.command()

@@ -28,8 +28,8 @@ from typing import Any, Literal, Protocol
 
 from fidelnet.errors import MeasurementError, ValidationError
 from fidelnet.kernel import nic
-from fidelnet.measure import latency
-from fidelnet.measure.results import Flag, Gap, Interval, UdpFlowResult, UdpResult
+from fidelnet.measure.pktgen_parse import combine
+from fidelnet.measure.results import UdpResult
 
 __all__ = [
     "MAX_SIZE",
@@ -38,9 +38,16 @@ __all__ = [
     "PATTERNS",
     "Runner",
     "TrafficSpec",
+    "combine",
     "find_pktgen",
     "prepare_gso",
+    "read_json",
+    "recv_argv",
+    "resolve_neighbour",
     "run",
+    "send_argv",
+    "stop_process",
+    "wait_ready",
 ]
 
 PATTERNS: tuple[str, ...] = ("cbr", "burst", "poisson")
@@ -135,7 +142,7 @@ def _endpoint(addr: str, port: int) -> str:
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
-def _recv_argv(
+def recv_argv(
     addr: str,
     ports: list[int],
     duration: float,
@@ -144,6 +151,7 @@ def _recv_argv(
     hdr_log: bool,
     interval_ms: int = 100,
     idle_stop: float = 0.5,
+    worst: int = 0,
 ) -> list[str]:
     argv = [find_pktgen(), "recv"]
     for p in ports:
@@ -160,6 +168,8 @@ def _recv_argv(
     ]
     if interval_ms != 100:
         argv += ["--interval-ms", str(interval_ms)]
+    if worst:
+        argv += ["--worst", str(worst)]
     if hdr_log:
         argv += ["--hdr-log", str(workdir / "latency.hlog")]
     if cpu is not None:
@@ -167,7 +177,7 @@ def _recv_argv(
     return argv
 
 
-def _send_argv(
+def send_argv(
     addr: str,
     ports: list[int],
     spec: TrafficSpec,
@@ -206,7 +216,7 @@ def _send_argv(
     return argv
 
 
-def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGINT, wait: float = 5.0) -> None:
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGINT, wait: float = 5.0) -> None:
     if proc.poll() is not None:
         return
     try:
@@ -219,7 +229,7 @@ def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGINT, wait: float = 5
         pass
 
 
-def _read_json(path: Path, who: str, proc: subprocess.Popen[Any]) -> dict[str, Any]:
+def read_json(path: Path, who: str, proc: subprocess.Popen[Any]) -> dict[str, Any]:
     err = ""
     if proc.stderr is not None:
         err = proc.stderr.read() or ""
@@ -235,7 +245,7 @@ def _read_json(path: Path, who: str, proc: subprocess.Popen[Any]) -> dict[str, A
     return doc
 
 
-def _wait_ready(proc: subprocess.Popen[Any], ready: Path, who: str) -> None:
+def wait_ready(proc: subprocess.Popen[Any], ready: Path, who: str) -> None:
     deadline = time.monotonic() + _READY_TIMEOUT
     while not ready.exists():
         if proc.poll() is not None:
@@ -269,7 +279,7 @@ def prepare_gso(node: Runner, devices: Sequence[str]) -> None:
             )
 
 
-def _resolve_neighbour(src: Runner, addr: str) -> None:
+def resolve_neighbour(src: Runner, addr: str) -> None:
     """One ping first, so the first measured packets do not die in the sender's
     neighbour (ARP) queue; its result does not matter (the path may be lossy)."""
     argv = ["ping", "-6" if ":" in addr else "-4", "-n", "-q", "-c", "1", "-W", "1", addr]
@@ -277,7 +287,7 @@ def _resolve_neighbour(src: Runner, addr: str) -> None:
     try:
         p.wait(timeout=5)
     except subprocess.TimeoutExpired:
-        _stop(p, signal.SIGKILL)
+        stop_process(p, signal.SIGKILL)
 
 
 def run(
@@ -292,14 +302,18 @@ def run(
     hdr_log: str | os.PathLike[str] | None = None,
     interval_ms: int = 100,
     on_start: Callable[[int], None] | None = None,
+    worst: int = 0,
 ) -> UdpResult:
     """Send ``spec`` from ``src`` to ``dst_addr`` (an address of ``dst``) and measure
     what arrives (the rate series in ``interval_ms`` windows, 1..3600000). With
     ``on_start``, the first packet is due at a set instant (CLOCK_REALTIME ns, 50 ms
     after the receiver is ready), which ``on_start`` gets before it comes. Raises
     MeasurementError if a tool fails; a rate the sender cannot reach is not an error
-    but a ``rate_not_reached`` flag with the rate it reached."""
+    but a ``rate_not_reached`` flag with the rate it reached. With ``worst``, the
+    result keeps that many highest latencies with their times (``UdpResult.worst``)."""
     spec.check()
+    if not isinstance(worst, int) or not 0 <= worst <= 1_000_000:
+        raise ValidationError("worst", "must be 0..1000000 packets", worst)
     if not isinstance(interval_ms, int) or not 1 <= interval_ms <= 3_600_000:
         raise ValidationError("interval_ms", "must be 1..3600000 milliseconds", interval_ms)
     base = port if port is not None else random.randint(20000, 60000 - spec.flows)
@@ -309,7 +323,7 @@ def run(
         work = Path(tmp)
         senders: list[subprocess.Popen[str]] = []
         rx = dst.popen(
-            _recv_argv(
+            recv_argv(
                 dst_addr,
                 ports,
                 spec.duration,
@@ -320,20 +334,21 @@ def run(
                 # With events, an outage may outlast any idle time: the receiver
                 # is stopped once the sender is done instead.
                 spec.duration + 1.0 if on_start is not None else 0.5,
+                worst,
             ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
         try:
-            _resolve_neighbour(src, dst_addr)
-            _wait_ready(rx, work / "ready", dst.name)
+            resolve_neighbour(src, dst_addr)
+            wait_ready(rx, work / "ready", dst.name)
             start_at = None
             if on_start is not None:
                 start_at = time.time_ns() + 50_000_000
                 on_start(start_at)
             tx = src.popen(
-                _send_argv(dst_addr, ports, spec, work, sender_cpu, seed, start_at),
+                send_argv(dst_addr, ports, spec, work, sender_cpu, seed, start_at),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -342,7 +357,7 @@ def run(
             try:
                 tx.wait(timeout=spec.duration + 30.0)
             except subprocess.TimeoutExpired as exc:
-                _stop(tx, signal.SIGKILL)
+                stop_process(tx, signal.SIGKILL)
                 raise MeasurementError(
                     f"pktgen sender in {src.name} did not finish within {spec.duration + 30} s"
                 ) from exc
@@ -352,25 +367,25 @@ def run(
                     f"pktgen sender in {src.name} failed (exit {tx.returncode}): "
                     f"{(err or '').strip()[-800:]}"
                 )
-            sent = _read_json(work / "send.json", "send", tx)
+            sent = read_json(work / "send.json", "send", tx)
             try:
                 # idle-stop ends it 0.5 s after the last packet; with events, 0.5 s
                 # after the sender is done (the packets still on their way arrive).
                 rx.wait(timeout=3.0 if on_start is None else 0.5)
             except subprocess.TimeoutExpired:
-                _stop(rx)
+                stop_process(rx)
             if rx.returncode != 0:
                 raise MeasurementError(
                     f"pktgen receiver in {dst.name} failed (exit {rx.returncode})"
                     + (f": {rx.stderr.read().strip()[-800:]}" if rx.stderr else "")
                 )
-            got = _read_json(work / "recv.json", "recv", rx)
+            got = read_json(work / "recv.json", "recv", rx)
             log_path = None
             if hdr_log is not None and (work / "latency.hlog").exists():
                 log_path = str(hdr_log)
                 Path(log_path).write_bytes((work / "latency.hlog").read_bytes())
         finally:
-            _stop(rx)
+            stop_process(rx)
             # Both ends' stderr pipes (the sender's was left open once per run: the
             # soak benchmark saw the process gain a descriptor every run).
             for proc in (rx, *senders):
@@ -379,193 +394,3 @@ def run(
     return combine(
         src.name, dst.name, dst_addr, spec, sent, got, sender_cpu, receiver_cpu, log_path
     )
-
-
-def _flows(
-    src: str, dst: str, addr: str, sent: dict[str, Any], got: dict[str, Any]
-) -> list[UdpFlowResult]:
-    by_id = {int(f["id"]): f for f in got.get("flows", [])}
-    out = []
-    for f in sent.get("flows", []):
-        fid = int(f["id"])
-        r = by_id.get(fid, {})
-        n_sent = int(f["sent"])
-        unique = int(r.get("unique", 0))
-        lost = max(n_sent - unique, 0)
-        out.append(
-            UdpFlowResult(
-                id=fid,
-                src=src,
-                dst=dst,
-                dst_addr=str(f.get("dst", addr)),
-                sent=n_sent,
-                received=int(r.get("received", 0)),
-                unique=unique,
-                lost=lost,
-                loss_ratio=lost / n_sent if n_sent else 0.0,
-                duplicates=int(r.get("duplicates", 0)),
-                reordered=int(r.get("reordered", 0)),
-                latency=latency.summary_from_json(r.get("latency"), r.get("latency_hdr")),
-                first_seq=_opt_int(r, "first_seq") if r.get("received") else None,
-                first_send_ns=_opt_int(r, "first_send_ns") if r.get("received") else None,
-                max_seq=_opt_int(r, "max_seq") if r.get("received") else None,
-                max_seq_send_ns=_opt_int(r, "max_seq_send_ns") if r.get("received") else None,
-            )
-        )
-    return out
-
-
-def _opt_int(doc: dict[str, Any], key: str) -> int | None:
-    value = doc.get(key)
-    return int(value) if value is not None else None
-
-
-def _gaps(got: dict[str, Any]) -> list[Gap]:
-    return [
-        Gap(
-            flow=int(g["flow"]),
-            after_seq=int(g["after_seq"]),
-            after_send_ns=int(g["after_send_ns"]),
-            before_seq=int(g["before_seq"]),
-            before_send_ns=int(g["before_send_ns"]),
-            before_rx_ns=int(g["before_rx_ns"]),
-            lost=int(g["lost"]),
-            filled=int(g.get("filled", 0)),
-        )
-        for g in got.get("gaps", [])
-    ]
-
-
-def _intervals(got: dict[str, Any]) -> tuple[list[Interval], float]:
-    step = float(got.get("interval_ms", 100)) / 1000.0
-    out = []
-    for iv in got.get("intervals", []):
-        packets = int(iv["packets"])
-        frame_bytes = int(iv.get("frame_bytes", 0))
-        out.append(
-            Interval(
-                t_s=int(iv["t_ns"]) / 1e9,
-                packets=packets,
-                duplicates=int(iv.get("duplicates", 0)),
-                frame_bytes=frame_bytes,
-                rate_pps=packets / step,
-                rate_bps=frame_bytes * 8 / step,
-                latency_max_ns=iv.get("latency_max_ns"),
-                latency_p50_ns=iv.get("latency_p50_ns"),
-                latency_p99_ns=iv.get("latency_p99_ns"),
-            )
-        )
-    return out, step
-
-
-def _flags(spec: TrafficSpec, sent: dict[str, Any], got: dict[str, Any]) -> list[Flag]:
-    flags = []
-    if not sent.get("rate_reached", True):
-        flags.append(
-            Flag(
-                code="rate_not_reached",
-                message=(
-                    f"the sender was asked for {spec.rate_pps:.0f} pps and reached "
-                    f"{float(sent.get('achieved_pps', 0)):.0f} pps: the generator, not the "
-                    "network, limits this run"
-                ),
-            )
-        )
-    if int(sent.get("send_errors", 0)):
-        flags.append(
-            Flag(
-                code="send_errors",
-                message=f"{sent['send_errors']} packets could not be sent (ENOBUFS/short sends)",
-            )
-        )
-    drops = int(got.get("socket_drops", 0))
-    if drops:
-        flags.append(
-            Flag(
-                code="receiver_socket_drops",
-                message=(
-                    f"{drops} packets were dropped in the receiver's socket buffer: part of the "
-                    "loss is the receiver's, not the network's"
-                ),
-            )
-        )
-    malformed = int(got.get("malformed", {}).get("total", 0))
-    if malformed:
-        flags.append(Flag(code="malformed", message=f"{malformed} malformed packets were received"))
-    if int(got.get("userspace_timestamps", 0)):
-        flags.append(
-            Flag(
-                code="userspace_timestamps",
-                message=(
-                    f"{got['userspace_timestamps']} packets had no kernel receive timestamp; "
-                    "their latency includes the receiver's wake-up"
-                ),
-            )
-        )
-    if int(got.get("negative_latency", 0)):
-        flags.append(
-            Flag(
-                code="negative_latency",
-                message=f"{got['negative_latency']} packets arrived before they were sent "
-                "(clock problem): left out of the histogram",
-            )
-        )
-    return flags
-
-
-def combine(
-    src: str,
-    dst: str,
-    dst_addr: str,
-    spec: TrafficSpec,
-    sent: dict[str, Any],
-    got: dict[str, Any],
-    sender_cpu: int | None = None,
-    receiver_cpu: int | None = None,
-    hdr_log: str | None = None,
-) -> UdpResult:
-    """A UdpResult from the sender's and the receiver's JSON documents."""
-    try:
-        flows = _flows(src, dst, dst_addr, sent, got)
-        intervals, step = _intervals(got)
-        n_sent = int(sent["sent"])
-        unique = int(got.get("unique", 0))
-        lost = max(n_sent - unique, 0)
-        span_ns = int(got.get("last_rx_ns") or 0) - int(got.get("first_rx_ns") or 0)
-        received = int(got.get("received", 0))
-        return UdpResult(
-            src=src,
-            dst=dst,
-            size=spec.size,
-            pattern=spec.pattern,
-            mode=spec.mode,
-            burst=spec.burst if spec.pattern == "burst" else None,
-            requested_pps=float(spec.rate_pps),
-            achieved_pps=float(sent["achieved_pps"]),
-            rate_reached=bool(sent["rate_reached"]),
-            duration_s=float(spec.duration),
-            sent=n_sent,
-            received=received,
-            unique=unique,
-            lost=lost,
-            loss_ratio=lost / n_sent if n_sent else 0.0,
-            duplicates=int(got.get("duplicates", 0)),
-            reordered=int(got.get("reordered", 0)),
-            malformed=int(got.get("malformed", {}).get("total", 0)),
-            socket_drops=int(got.get("socket_drops", 0)),
-            receive_pps=(received - 1) / (span_ns / 1e9) if span_ns > 0 else 0.0,
-            latency=latency.summary_from_json(got.get("latency"), got.get("latency_hdr")),
-            flows=flows,
-            intervals=intervals,
-            interval_s=step,
-            first_send_ns=_opt_int(sent, "first_send_ns"),
-            last_send_ns=_opt_int(sent, "last_send_ns"),
-            gaps=_gaps(got),
-            gaps_dropped=int(got.get("gaps_dropped", 0)),
-            sender_cpu=sender_cpu,
-            receiver_cpu=receiver_cpu,
-            hdr_log=hdr_log,
-            flags=_flags(spec, sent, got),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise MeasurementError(f"pktgen output unreadable: {exc!r}") from exc

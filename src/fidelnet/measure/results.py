@@ -109,6 +109,8 @@ class UdpFlowResult(_Model):
     duplicates: int
     reordered: int
     latency: LatencySummary
+    jitter: LatencySummary | None = None
+    """How much each packet's latency differs from the flow's packet before it."""
     first_seq: int | None = None
     """The first sequence number that arrived, and its send time (CLOCK_REALTIME ns)."""
     first_send_ns: int | None = None
@@ -223,6 +225,11 @@ class UdpResult(_Model):
     gaps: list[Gap] = Field(default_factory=list)
     """Every jump in a flow's sequence numbers (at most 10,000; ``gaps_dropped`` more)."""
     gaps_dropped: int = 0
+    jitter: LatencySummary | None = None
+    """Jitter, all flows: each packet's latency change from its flow's packet before."""
+    worst: list[tuple[int, int, int]] = Field(default_factory=list)
+    """The highest latencies when asked for (``worst=`` of :func:`pktgen.run`):
+    (receive time CLOCK_REALTIME ns, latency ns, flow id), by receive time."""
     events: list[EventRecord] = Field(default_factory=list)
     """Events run during the flow, each with the outage it caused."""
     outages: list[Outage] = Field(default_factory=list)

@@ -37,7 +37,7 @@ from fidelnet.report.appendix import floor_section, provenance
 from fidelnet.report.compare import comparison
 from fidelnet.report.load import ReportError, Skipped, load_dir, no_results_message
 from fidelnet.report.markup import CSS, Plots, e, slug
-from fidelnet.report.overview import Table, extra_tables, overview
+from fidelnet.report.overview import Table, extra_figures, extra_tables, overview
 from fidelnet.report.overview import skipped as skipped_files
 from fidelnet.report.sections import section
 from fidelnet.report.verdicts import banner
@@ -56,12 +56,14 @@ def render(
     output: str | os.PathLike[str] | None = None,
     svg: bool = False,
     skipped: Sequence[Skipped] = (),
+    figures: Sequence[tuple[str, Path]] = (),
 ) -> Path:
     """Write the plots into ``out_dir/plots/`` and the page to ``output`` (default
     ``out_dir/report.html``); returns the page's path. ``results`` are ``(label,
     result file)`` in the order shown; ``tables`` are extra ``(title, header,
     rows)`` tables shown after the verdict banner, before the headline table (a
-    column headed "verdict" is coloured by level)."""
+    column headed "verdict" is coloured by level); ``figures`` are ``(title, image
+    file)`` a caller made itself, shown after its tables."""
     if not results and not tables:
         raise ReportError("no results to report")
     root = Path(out_dir)
@@ -81,6 +83,7 @@ def render(
         "</header>",
         banner(items),
         extra_tables(tables),
+        extra_figures(figures, page.parent),
         overview(items),
         comparison(items, plot, taken),
         *(section(label, s, rf, plot) for label, s, rf in items),
@@ -108,6 +111,7 @@ def render_dir(
     tables: Sequence[Table] = (),
     *,
     svg: bool = False,
+    figures: Sequence[tuple[str, Path]] = (),
 ) -> Path:
     """Render every result file in ``directory`` (see :func:`render`); JSON files that
     are not result files are skipped with a warning. Raises :class:`ReportError`
@@ -117,4 +121,6 @@ def render_dir(
         logger.warning("report: skipped %s: %s", path.name, why)
     if not results:
         raise ReportError(no_results_message(directory, skipped))
-    return render(results, directory, tables, output=output, svg=svg, skipped=skipped)
+    return render(
+        results, directory, tables, output=output, svg=svg, skipped=skipped, figures=figures
+    )

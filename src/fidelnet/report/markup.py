@@ -83,6 +83,9 @@ details#provenance summary { cursor: pointer; }
 details#provenance summary h2 { display: inline; border: 0; font-size: 1.3em; }
 details[open] .fold-hint { display: none; }
 section.extra-table h2, #overview h2 { margin-top: 1.2em; font-size: 1.3em; }
+section.extra-figures figure { display: inline-block; margin: 0.5em 1em 0.5em 0; max-width: 48%; }
+section.extra-figures img { max-width: 100%; }
+section.extra-figures figcaption { font-size: 0.9em; color: #555; }
 table#headline td:first-child, table#headline td:nth-child(2),
   table#headline td:last-child { white-space: nowrap; }
 """

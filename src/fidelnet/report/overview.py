@@ -1,17 +1,19 @@
 """The page's summary sections: the headline table (one line per result with its
-verdict), the callers' extra tables, and the files that were skipped."""
+verdict), the callers' extra tables and figures, and the files that were skipped."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from fidelnet.report.load import Skipped
 from fidelnet.report.markup import KIND_NAMES, Item, all_flags, e
 from fidelnet.report.sections import headline
 from fidelnet.report.verdicts import cell, first_reason
 
-__all__ = ["Table", "extra_tables", "overview", "skipped"]
+__all__ = ["Table", "extra_figures", "extra_tables", "overview", "skipped"]
 
 Table = tuple[str, Sequence[str], Sequence[Sequence[object]]]
 """An extra table for the page: ``(title, header, rows)``; cells are shown with
@@ -75,6 +77,24 @@ def extra_tables(tables: Sequence[Table]) -> str:
         parts.append(f'<section class="extra-table"><h2>{e(title)}</h2>')
         parts.append(_extra_table(header, rows))
         parts.append("</section>")
+    return "".join(parts)
+
+
+def extra_figures(figures: Sequence[tuple[str, Path]], page_dir: Path) -> str:
+    """Figures a benchmark made itself (title, image file), after its tables."""
+    if not figures:
+        return ""
+    parts = ['<section class="extra-figures">']
+    for title, path in figures:
+        try:
+            src = os.path.relpath(Path(path).resolve(), page_dir.resolve())
+        except ValueError:
+            src = str(path)
+        parts.append(
+            f'<figure><img src="{e(src)}" alt="{e(title)}" loading="lazy">'
+            f"<figcaption>{e(title)}</figcaption></figure>"
+        )
+    parts.append("</section>")
     return "".join(parts)
 
 

@@ -232,3 +232,42 @@ fn out_of_order_timestamps_within_the_grace() {
     assert_eq!(a.received, 6);
     assert_eq!(a.first_rx_ns, Some(T0));
 }
+
+#[test]
+fn jitter_is_the_latency_change_between_a_flows_consecutive_packets() {
+    let mut a = Accounting::new(100 * MS, 0);
+    // Flow 0: latencies 10, 14, 11 us; flow 1: 50 us once (no jitter yet).
+    let packets = [
+        (0u16, 0u32, 10_000u64),
+        (1, 0, 50_000),
+        (0, 1, 14_000),
+        (0, 2, 11_000),
+    ];
+    for (i, (flow, seq, lat)) in packets.into_iter().enumerate() {
+        let send = T0 + i as u64 * MS;
+        let d = datagram(flow, seq, send, 18);
+        a.packet(&d, d.len(), send + lat, 46, &mut ());
+    }
+    let f0 = a.flows().find(|(id, _)| *id == 0).unwrap().1;
+    let j = hist::summary(&f0.jitter);
+    assert_eq!(j.count, 2);
+    assert!(j.max_ns.abs_diff(4_000) <= 4 && j.min_ns.abs_diff(3_000) <= 3, "{j:?}");
+    let f1 = a.flows().find(|(id, _)| *id == 1).unwrap().1;
+    assert_eq!(f1.jitter.len(), 0);
+    assert_eq!(a.jitter.len(), 2);
+}
+
+#[test]
+fn the_worst_latencies_are_kept_with_their_time_and_flow() {
+    let mut a = Accounting::new(100 * MS, 0);
+    a.keep_worst(2);
+    for (seq, lat) in [(0u32, 5_000u64), (1, 90_000), (2, 7_000), (3, 60_000), (4, 1_000)] {
+        let send = T0 + u64::from(seq) * MS;
+        let d = datagram(3, seq, send, 18);
+        a.packet(&d, d.len(), send + lat, 46, &mut ());
+    }
+    assert_eq!(
+        a.worst(),
+        vec![(T0 + MS + 90_000, 90_000, 3), (T0 + 3 * MS + 60_000, 60_000, 3)]
+    );
+}
