@@ -21,28 +21,47 @@ import os
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
-from fidelnet.kernel import hostintf
-from fidelnet.topology.spec import LinkSpec, TopologySpec
+from fidelnet.kernel import hostintf, sriov
+from fidelnet.topology.spec import LinkSpec, SriovSpec, TopologySpec
 from fidelnet.topology.validate_hw import hw_links
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["lend_pair", "preflight", "release"]
+__all__ = ["lend_pair", "preflight", "provision", "release"]
 
 
-def preflight(spec: TopologySpec, taken: int = 0) -> None:
+def preflight(spec: TopologySpec, taken: int = 0, provisioned: bool = False) -> None:
     """Check the interfaces of the pairs the not yet taken hw links will take (the
-    pool's first ``taken`` pairs are in use by this run already)."""
+    pool's first ``taken`` pairs are in use by this run already), and, unless the run
+    ``provisioned`` them already, the SR-IOV PFs it will make VFs on."""
     wanted = len(hw_links(spec)) - taken
     for i, pair in enumerate(spec.hardware_pairs[taken : taken + max(0, wanted)], taken):
         for j, name in enumerate(pair):
             hostintf.check(name, f"hardware_pairs[{i}][{j}]", free=True)
+    if not provisioned:
+        for i, plan in enumerate(spec.sriov):
+            sriov.check(_plan(plan), sriov.Host(), f"sriov[{i}]")
+
+
+def _plan(spec: SriovSpec) -> sriov.SriovPlan:
+    return sriov.SriovPlan((spec.pfs[0], spec.pfs[1]), spec.vfs, spec.vlan_base)
+
+
+def provision(net: Network) -> None:
+    """Make the spec's SR-IOV VFs (recorded first, reverted at teardown) and put their
+    pairs in the run's pool, after the spec's own pairs."""
+    if net.sriov_pairs is not None:
+        return
+    made: list[tuple[str, str]] = []
+    for i, plan in enumerate(net.spec.sriov):
+        made += sriov.provision(_plan(plan), sriov.Host(), net.state_record, where=f"sriov[{i}]")
+    net.sriov_pairs = made
 
 
 def _take(net: Network, link: LinkSpec) -> tuple[str, str]:
     used = set(net.hw_pairs.values())
-    for given in net.spec.hardware_pairs:
+    for given in [*net.spec.hardware_pairs, *(net.sriov_pairs or [])]:
         pair = (given[0], given[1])
         if pair not in used:
             net.hw_pairs[id(link)] = pair
@@ -58,8 +77,8 @@ def lend_pair(net: Network, link: LinkSpec) -> int:
     """Lend the link's pair to its two nodes; returns the ``a`` end's index."""
     assert link.a_intf and link.b_intf
     pair = _take(net, link)
-    at = [tuple(p) for p in net.spec.hardware_pairs].index(pair)
-    where = f"hardware_pairs[{at}]"
+    pool = [tuple(p) for p in net.spec.hardware_pairs]
+    where = f"hardware_pairs[{pool.index(pair)}]" if pair in pool else f"SR-IOV pair {pair}"
     for (node_name, ifname), (j, hw) in zip(
         ((link.a, link.a_intf), (link.b, link.b_intf)), enumerate(pair), strict=True
     ):

@@ -34,10 +34,10 @@ from fidelnet.kernel import cgroups, launcher, limits, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, process_start_time
 from fidelnet.links import Link
-from fidelnet.links.choice import NEEDS_QDISCS, Choice, choose
+from fidelnet.links.choice import NEEDS_QDISCS, Choice
 from fidelnet.links.divert import divert_or_refuse
 from fidelnet.links.drivers import LinkDriver
-from fidelnet.links.engine import LinkEngine, engine_args_from_env, find_linkd
+from fidelnet.links.engine import LinkEngine, engine_args_from_env
 from fidelnet.links.engine_link import XskBudget
 from fidelnet.nodes._base import NodeBackend
 from fidelnet.nodes.backends import make_backend
@@ -84,6 +84,7 @@ class Network:
         self.links: list[Link] = []
         self._realized: set[int] = set()  # ids of LinkSpecs already built
         self.hw_pairs: dict[int, tuple[str, str]] = {}  # hw link's LinkSpec id -> its pair
+        self.sriov_pairs: list[tuple[str, str]] | None = None  # the VFs this run made
         self._state: RunState | None = None
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
@@ -249,7 +250,7 @@ class Network:
             validate(self.spec)
             if self._state is not None:
                 self.check_link_params([link])
-                hwlinks.preflight(self.spec, len(self.hw_pairs))
+                hwlinks.preflight(self.spec, len(self.hw_pairs), self.sriov_pairs is not None)
         except ValidationError:
             self.spec.links.pop()
             raise
@@ -266,6 +267,7 @@ class Network:
         realize.preflight(self, shells)
         self.open()
         try:
+            hwlinks.provision(self)
             realize.fit_tables(self)
             starting: list[Node] = []
             for spec in list(self.spec.nodes.values()):
@@ -313,7 +315,7 @@ class Network:
         kernel object exists; raise when the chosen backend cannot do what is asked
         (``tc`` without ``sch_netem``) or the engine is needed but not installed."""
         return [
-            self._choose(link, f"link {link.a}-{link.b} (links[{i}])")
+            realize.choose_link(self, link, f"link {link.a}-{link.b} (links[{i}])")
             for i, link in enumerate(links)
         ]
 
@@ -325,16 +327,6 @@ class Network:
         here = limits.machine()
         need = footprint.check(spec or self.spec, here, shells)
         limits.raise_nofile(need.fds + here.open_fds)
-
-    def _choose(self, link: LinkSpec, where: str) -> Choice:
-        requested = link.backend or self.spec.link_backend
-        ab, ba = link.direction(link.a), link.direction(link.b)
-        unshaped = ab.is_empty() and ba.is_empty()
-        caps = self.kernel_caps() if requested != "engine" and not unshaped else frozenset()
-        choice = choose(requested, ab, ba, caps, where)
-        if choice.backend == "engine":
-            find_linkd()
-        return choice
 
     def kernel_caps(self) -> frozenset[str]:
         """The qdiscs the tc backend may use that this kernel has (probed once)."""
@@ -424,7 +416,7 @@ class Network:
     ) -> tuple[Interface, Interface]:
         """Create ``link`` (ports and names assigned) on its backend and attach both
         ends to their nodes (:func:`fidelnet.realize.realize_link`)."""
-        choice = self._choose(link, f"link {link.a}-{link.b}")
+        choice = realize.choose_link(self, link, f"link {link.a}-{link.b}")
         ends = realize.realize_link(self, link, choice, intf_classes)
         self._realized.add(id(link))
         return ends

@@ -19,8 +19,9 @@ from fidelnet.errors import KernelError
 from fidelnet.kernel import l2switch, neigh, ns
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import mark_for
-from fidelnet.links.choice import Choice
+from fidelnet.links.choice import Choice, choose
 from fidelnet.links.drivers import LinkDriver, TcDriver
+from fidelnet.links.engine import find_linkd
 from fidelnet.links.engine_link import add_engine_link
 from fidelnet.nodes.intf import Interface
 from fidelnet.nodes.netns import IPV6_OFF
@@ -70,7 +71,20 @@ def preflight(net: Network, shells: bool) -> None:
     net.check_capacity(shells=shells)
     fastpath.preflight(net.spec)
     switches.preflight(net.spec, l2switch.missing)
-    hwlinks.preflight(net.spec, len(net.hw_pairs))
+    hwlinks.preflight(net.spec, len(net.hw_pairs), net.sriov_pairs is not None)
+
+
+def choose_link(net: Network, link: LinkSpec, where: str) -> Choice:
+    """The backend that carries ``link`` (:func:`fidelnet.links.choice.choose`); the
+    engine must be installed when it is the one."""
+    requested = link.backend or net.spec.link_backend
+    ab, ba = link.direction(link.a), link.direction(link.b)
+    unshaped = ab.is_empty() and ba.is_empty()
+    caps = net.kernel_caps() if requested != "engine" and not unshaped else frozenset()
+    choice = choose(requested, ab, ba, caps, where)
+    if choice.backend == "engine":
+        find_linkd()
+    return choice
 
 
 def realize_node(net: Network, node: Node) -> None:

@@ -92,3 +92,29 @@ def test_short_bench_line_with_vm_routers_judges_them_emulated(tmp_path: Path) -
     search = load_result(out / "fidelnet-vm-zero-loss-cbr.json")
     assert search.result.kind == "zero_loss" and search.result.ndr_pps > 0
     assert "fidelnet-vm" in (out / "report.html").read_text()
+
+
+@pytest.mark.skipif(mininet_python() is None, reason="Debian's mininet package is not installed")
+def test_short_bench_hvnet_writes_table_one_figures_and_every_flow(tmp_path: Path) -> None:
+    """One small random topology with three routed flows, fidelnet beside Mininet."""
+    env = {**os.environ, "FIDELNET_FLOOR": str(tmp_path / "floor.json")}
+    out = tmp_path / "hv"
+    p = _run(
+        ["bench", "hvnet", "--topologies", "1", "--nodes", "5", "--flows", "3",
+         "--hops", "2,3", "--duration", "1", "--rate-mbps", "1,3", "--out", str(out)],
+        env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = json.loads((out / "summary" / "hvnet.json").read_text())
+    title, header, rows = (summary["tables"][0][k] for k in ("title", "header", "rows"))
+    assert title.startswith("Table I") and "ratio fidelnet/mininet" in header
+    assert rows and sum(int(r[1]) for r in rows) == 3
+    for stack in ("fidelnet", "mininet"):
+        for flow in ("f1", "f2", "f3"):
+            r = load_result(out / f"t1-{flow}-{stack}.json").result
+            assert r.kind == "udp" and r.sent > 0 and r.loss_ratio == 0.0, (stack, flow, r)
+            assert r.worst and r.flows[0].jitter is not None
+    shown = [Path(path).name for _title, path in summary["figures"]]
+    assert "hvnet-worst-events.png" in shown and "hvnet-jitter.png" in shown
+    page = (out / "report.html").read_text()
+    assert "Table I" in page and "hvnet-jitter.png" in page

@@ -122,13 +122,14 @@ def mn(args: tuple[str, ...]) -> None:
 def _register() -> None:
     from fidelnet.cli.bench import bench
     from fidelnet.cli.calibrate import calibrate
+    from fidelnet.cli.hw import hw
     from fidelnet.cli.measure import measure
     from fidelnet.cli.report import report
     from fidelnet.cli.scenario import run, test
     from fidelnet.cli.validate import validate
     from fidelnet.cli.vm import vm
 
-    for command in (measure, bench, calibrate, report, validate, run, test, vm):
+    for command in (measure, bench, calibrate, report, validate, run, test, vm, hw):
         cli.add_command(command)
 
 

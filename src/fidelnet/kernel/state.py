@@ -195,6 +195,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "mount": ("path",),
         "hostintf": ("ifname", "index"),
         "iptables": ("id",),
+        "sriov": ("pf", "root"),
     }.get(kind, ())
     return (kind, *(rec.get(k) for k in keys))
 

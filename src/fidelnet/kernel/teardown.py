@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fidelnet.errors import FidelnetError, StateError
-from fidelnet.kernel import cgroups, hostintf, iptables, neigh, ns, state
+from fidelnet.kernel import cgroups, hostintf, iptables, neigh, ns, sriov, state
 from fidelnet.kernel.state import RunState, mark_for, process_matches
 
 __all__ = ["remove_all"]
@@ -109,6 +109,7 @@ _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "sysctl_add": _sysctl_add,
     "mount": _mount,
     "hostintf": hostintf.give_back,
+    "sriov": sriov.release,
     "iptables": iptables.remove,
 }
 

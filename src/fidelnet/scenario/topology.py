@@ -35,6 +35,7 @@ from fidelnet.topology.spec import (
     LinkSpec,
     NodeSpec,
     OpenFlowSpec,
+    SriovSpec,
     TopologySpec,
     VMSpec,
 )
@@ -108,6 +109,7 @@ def build(scenario: Scenario) -> Built:
     spec.seed = scenario.seed
     spec.link_backend = topo.link_backend
     spec.hardware_pairs = [(p[0], p[1]) for p in topo.hardware.pairs]
+    spec.sriov = [SriovSpec((s.pfs[0], s.pfs[1]), s.vfs, s.vlan_base) for s in topo.hardware.sriov]
     built.builder_flows = len(spec.flows)
     spec.flows = spec.flows + [f.to_spec(i) for i, f in enumerate(topo.routing.flows)]
     spec.engine_endpoint = topo.engine_endpoint
@@ -222,6 +224,8 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
         return ("topology", "links", own, *rest), ""
     if head == "hardware_pairs":
         return ("topology", "hardware", "pairs", *parts[1:]), ""
+    if head == "sriov":
+        return ("topology", "hardware", "sriov", *parts[1:]), ""
     if head == "flows" and len(parts) >= 2 and isinstance(parts[1], int):
         if parts[1] < built.builder_flows:
             return builder, f"{spec_field} (made by the builder): "

@@ -48,6 +48,7 @@ __all__ = [
     "NodeSpec",
     "OpenFlowSpec",
     "QueueKind",
+    "SriovSpec",
     "TopologySpec",
     "VMSpec",
     "VmAccel",
@@ -288,6 +289,16 @@ class OpenFlowSpec:
     datapath_type: OvsDatapathType | None = None
 
 
+@dataclass(frozen=True)
+class SriovSpec:
+    """Two cabled physical functions ``pfs``; ``vfs`` VFs on each, VF i of both on
+    VLAN ``vlan_base + i`` (docs/hwlinks.md)."""
+
+    pfs: tuple[str, str]
+    vfs: int
+    vlan_base: int = 100
+
+
 FlowProtocol = Literal["udp", "tcp"]
 
 
@@ -340,6 +351,8 @@ class TopologySpec:
     # pair is two interfaces of this machine joined by a cable (or SR-IOV VFs on one
     # VLAN); docs/hwlinks.md.
     hardware_pairs: list[tuple[str, str]] = field(default_factory=list)
+    # SR-IOV VFs the run makes, their pairs added to the pool (fidelnet.kernel.sriov)
+    sriov: list[SriovSpec] = field(default_factory=list)
     # Flows routed by their own path, not by destination (fidelnet.topology.flows)
     flows: list[FlowSpec] = field(default_factory=list)
 

@@ -58,13 +58,42 @@ def check_hardware(spec: TopologySpec) -> Iterator[ValidationError]:
                 )
             else:
                 seen[name] = f"{where}[{j}]"
+    made = 0
+    for i, plan in enumerate(spec.sriov):
+        where = f"sriov[{i}]"
+        pfs = plan.pfs
+        if not isinstance(pfs, list | tuple) or len(pfs) != 2:
+            yield ValidationError(f"{where}.pfs", "must be two physical functions", pfs)
+        else:
+            for j, name in enumerate(pfs):
+                why = _ifname_problem(name)
+                if why is not None:
+                    yield ValidationError(f"{where}.pfs[{j}]", why, name)
+            if pfs[0] == pfs[1]:
+                yield ValidationError(
+                    f"{where}.pfs[1]", "the same PF twice: give two PFs joined by a cable", pfs[1]
+                )
+        if not isinstance(plan.vfs, int) or isinstance(plan.vfs, bool) or plan.vfs < 1:
+            yield ValidationError(f"{where}.vfs", "must be a whole number >= 1", plan.vfs)
+            continue
+        base = plan.vlan_base
+        if not isinstance(base, int) or isinstance(base, bool) or not 1 <= base <= 4094:
+            yield ValidationError(f"{where}.vlan_base", "must be a VLAN id in 1..4094", base)
+        elif base + plan.vfs - 1 > 4094:
+            yield ValidationError(
+                f"{where}.vlan_base",
+                f"{plan.vfs} VFs from VLAN {base} end at {base + plan.vfs - 1}, past 4094",
+                base,
+            )
+        made += plan.vfs
     asking = hw_links(spec)
-    if len(asking) > len(pool):
-        first = asking[len(pool)] if pool else asking[0]
+    have = len(pool) + made
+    if len(asking) > have:
+        first = asking[have] if have else asking[0]
         yield ValidationError(
             f"links[{first}].backend",
             f"{len(asking)} link(s) ask for a hardware pair and hardware_pairs has "
-            f"{len(pool)}: add pairs, or give the rest another backend",
+            f"{have} (SR-IOV's included): add pairs, or give the rest another backend",
             "hw",
             ["auto", "tc", "engine"],
         )
