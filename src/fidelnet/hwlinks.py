@@ -13,6 +13,13 @@ each back at teardown or ``fidelnet clean`` with its name, MTU, MAC, addresses a
 up/down state, and without the qdiscs the run put on it. A VM node's end is an
 interface in its namespace like any other: its NIC is joined to it as to a veth.
 Shaping is the kernel's (tc), on the real interfaces.
+
+:func:`attach_external` gives nodes real interfaces that are not links
+(``TopologySpec.external``), for traffic that enters and leaves the emulation: a
+macvlan on the host's interface made straight in the node's namespace (the host
+keeps its interface), or the interface itself, lent and given back as a pair's ends
+are. :func:`provision` makes the spec's SR-IOV VFs (:mod:`fidelnet.kernel.sriov`)
+and puts their pairs in the run's pool.
 """
 
 from __future__ import annotations
@@ -23,12 +30,16 @@ from typing import TYPE_CHECKING
 from fidelnet.errors import ValidationError
 from fidelnet.kernel import hostintf, sriov
 from fidelnet.topology.spec import LinkSpec, SriovSpec, TopologySpec
-from fidelnet.topology.validate_hw import hw_links
+from fidelnet.topology.validate_hw import external_name, hw_links
+
+EXTERNAL_PORT = 1000
+"""External interfaces take ports from here: after every link's, never a node's
+default interface while it has links."""
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["lend_pair", "preflight", "provision", "release"]
+__all__ = ["EXTERNAL_PORT", "attach_external", "lend_pair", "preflight", "provision", "release"]
 
 
 def preflight(spec: TopologySpec, taken: int = 0, provisioned: bool = False) -> None:
@@ -42,6 +53,43 @@ def preflight(spec: TopologySpec, taken: int = 0, provisioned: bool = False) -> 
     if not provisioned:
         for i, plan in enumerate(spec.sriov):
             sriov.check(_plan(plan), sriov.Host(), f"sriov[{i}]")
+    for i, ext in enumerate(spec.external):
+        if ext.mode == "lend":
+            hostintf.check(ext.interface, f"external[{i}].interface")
+        else:
+            hostintf.check_parent(ext.interface, f"external[{i}].interface")
+
+
+def attach_external(net: Network) -> None:
+    """Give each node its external interfaces not given yet (after its links, so that
+    a node's first interface stays its first link's): a macvlan on the host's
+    interface, or the interface itself, named as asked, up, with its address."""
+    from fidelnet.kernel.state import mark_for
+    from fidelnet.nodes.intf import Interface
+    from fidelnet.realize import setup_end
+
+    for i, ext in enumerate(net.spec.external):
+        if i in net.external_done:
+            continue
+        node = net.nodes[ext.node]
+        assert node.netns is not None
+        name = external_name(net.spec, i)
+        where = f"external[{i}]"
+        if ext.mode == "lend":
+            hostintf.lend(
+                ext.interface, os.path.basename(node.netns), net.state_record, rename=name,
+                where=f"{where}.interface",
+            )  # fmt: skip
+        else:
+            hostintf.add_macvlan(
+                ext.interface, os.path.basename(node.netns), name, net.state_record,
+                f"{where}.interface",
+            )  # fmt: skip
+        net.external_done.add(i)
+        intf = Interface(node, name, EXTERNAL_PORT + i, int(node.netlink().index(name)))
+        setup_end(node, intf, None, ext.ip, mark_for(net.run_id))
+        if node.started:
+            node.backend.intf_added(node, intf)
 
 
 def _plan(spec: SriovSpec) -> sriov.SriovPlan:

@@ -85,6 +85,7 @@ class Network:
         self._realized: set[int] = set()  # ids of LinkSpecs already built
         self.hw_pairs: dict[int, tuple[str, str]] = {}  # hw link's LinkSpec id -> its pair
         self.sriov_pairs: list[tuple[str, str]] | None = None  # the VFs this run made
+        self.external_done: set[int] = set()  # spec.external entries attached
         self._state: RunState | None = None
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
@@ -279,6 +280,7 @@ class Network:
             for link in list(self.spec.links):
                 if id(link) not in self._realized:
                     self._create_link(link)
+            hwlinks.attach_external(self)
             self.start_nodes()
             self.configure()
             finish_starting([n.shell_if_started() for n in starting])

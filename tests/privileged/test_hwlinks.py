@@ -139,3 +139,50 @@ def test_clean_gives_every_pair_back_after_kill_9() -> None:
     assert "KILLED; fnp0a here: False" in out, out
     assert "CLEAN 0" in out, out
     _check_given_back(out)
+
+
+EXTERNAL = r"""
+import json, subprocess, sys
+def sh(*argv):
+    subprocess.run(list(argv), check=True)
+sh("ip", "link", "set", "lo", "up")
+# fnx0 stands in for a NIC whose cable leads to an outside load generator (fnx1, here)
+sh("ip", "link", "add", "fnx0", "type", "veth", "peer", "name", "fnx1")
+sh("ip", "link", "add", "fny0", "type", "veth", "peer", "name", "fny1")
+for dev in ("fnx0", "fnx1", "fny0", "fny1"):
+    sh("ip", "link", "set", dev, "up")
+sh("ip", "addr", "add", "192.168.77.1/24", "dev", "fnx1")
+sh("ip", "addr", "add", "192.168.78.1/24", "dev", "fny1")
+from fidelnet import Network
+from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import ExternalSpec
+t = TopologySpec()
+t.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
+t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+t.add_link(LinkSpec("h1", "h2"))
+t.external = [ExternalSpec("h1", "fnx0", ip="192.168.77.2/24"),
+              ExternalSpec("h2", "fny0", "lend", name="h2-out", ip="192.168.78.2/24")]
+with Network(t) as net:
+    h1, h2 = net["h1"], net["h2"]
+    print("H1", h1.cmd("ip -o link show h1-ext0").strip(), flush=True)
+    print("PING1", h1.cmd("ping -c 2 -W 2 192.168.77.1").count(" 0% packet loss"), flush=True)
+    print("PING2", h2.cmd("ping -c 2 -W 2 192.168.78.1").count(" 0% packet loss"), flush=True)
+    print("DEFAULT", h1.default_intf().name, flush=True)
+    print("HOSTKEEPS", subprocess.run(["ip", "link", "show", "fnx0"]).returncode, flush=True)
+    print("LENT", subprocess.run(["ip", "link", "show", "fny0"],
+                                 capture_output=True).returncode, flush=True)
+print("AFTER", subprocess.run(["ip", "-o", "link", "show", "fny0"], capture_output=True,
+                              text=True).stdout.strip(), flush=True)
+"""
+
+
+def test_external_interfaces_macvlan_and_lent_reach_the_outside() -> None:
+    argv = ["unshare", "--net", "--", sys.executable, "-c", EXTERNAL]
+    code, out = run_to_end(argv, "", 180, "external interfaces")
+    assert code == 0, out
+    assert "macvlan" in next(x for x in out.splitlines() if x.startswith("H1")), out
+    assert "PING1 1" in out and "PING2 1" in out, out
+    assert "DEFAULT h1-eth0" in out, out  # the link stays the node's first interface
+    assert "HOSTKEEPS 0" in out and "LENT 1" in out, out
+    after = next(x for x in out.splitlines() if x.startswith("AFTER"))
+    assert "fny0@" in after and "UP" in after, out  # given back, up as it was

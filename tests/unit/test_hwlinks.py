@@ -105,3 +105,53 @@ def test_mininet_hwpair_is_a_link_class_with_a_pool() -> None:
 
     assert issubclass(HwPair, Link) and HwPair.fn_backend == "hw"
     assert HwPair.available_pairs == []
+
+
+def test_external_interfaces_are_checked_field_by_field() -> None:
+    from fidelnet.topology.spec import ExternalSpec
+    from fidelnet.topology.validate_hw import external_name
+
+    t = _line(1, [])
+    t.link_backend = "auto"
+    t.add_node(NodeSpec("s1", kind="switch"))
+    t.external = [
+        ExternalSpec("h1", "eth1"),
+        ExternalSpec("h1", "eth2", "lend", ip="10.9.0.1/24"),
+        ExternalSpec("h9", "eth1"),  # unknown node
+        ExternalSpec("s1", "eth3"),  # a switch
+        ExternalSpec("h2", "eth2", "lend"),  # lent twice
+        ExternalSpec("h2", "eth4", name="h2-eth0"),  # the name of h2's link end
+        ExternalSpec("h2", "eth5", ip="10.9.0.300/24"),
+    ]
+    assert external_name(t, 0) == "h1-ext0" and external_name(t, 1) == "h1-ext1"
+    got = _fields(t)
+    assert any(g.startswith("external[2].node: unknown node") for g in got)
+    assert any(g.startswith("external[3].node: an external interface goes to a host") for g in got)
+    assert any(g.startswith("external[4].interface: is lent already by external[1]") for g in got)
+    assert any(g.startswith("external[5].name: h2 has an interface h2-eth0") for g in got)
+    assert any(g.startswith("external[6].ip: ") for g in got)
+    assert not any(g.startswith(("external[0]", "external[1]")) for g in got)
+
+
+def test_a_scenario_gives_a_node_an_external_interface() -> None:
+    from fidelnet.scenario.load import loads
+
+    text = """
+name: ext
+topology:
+  nodes: {h1: {}, h2: {}}
+  links: [{a: h1, b: h2}]
+  hardware:
+    external: [{node: h1, interface: eth1, ip: 192.168.50.2/24}]
+"""
+    spec = loads(text).topology_spec()
+    (ext,) = spec.external
+    assert (ext.node, ext.interface, ext.mode, ext.ip) == (
+        "h1",
+        "eth1",
+        "macvlan",
+        "192.168.50.2/24",
+    )
+    with pytest.raises(Exception) as exc:
+        loads(text.replace("node: h1", "node: h7"))
+    assert "topology.hardware.external[0].node" in str(exc.value), str(exc.value)

@@ -89,9 +89,13 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
     show_default=True,
     help="fidelnet's link kind (Mininet's are veth).",
 )
-@click.option("--pairs", default=None, envvar="FIDELNET_HW_PAIRS",
-              help="With --link hw: IF1:IF2,IF3:IF4,... (one per link; default "
-              "$FIDELNET_HW_PAIRS, as `fidelnet hw sriov` sets it).")
+@click.option(
+    "--pairs",
+    default=None,
+    envvar="FIDELNET_HW_PAIRS",
+    help="With --link hw: IF1:IF2,IF3:IF4,... (one per link; default "
+    "$FIDELNET_HW_PAIRS, as `fidelnet hw sriov` sets it).",
+)
 @click.option(
     "--peer/--no-peer",
     default=True,

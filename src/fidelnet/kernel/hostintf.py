@@ -25,7 +25,7 @@ from fidelnet.errors import KernelError, ValidationError
 from fidelnet.kernel import ns, tc
 from fidelnet.kernel.netlink import Netlink
 
-__all__ = ["check", "give_back", "lend"]
+__all__ = ["add_macvlan", "check", "check_parent", "give_back", "lend"]
 
 
 def _default_route_ifindexes(nl: Netlink) -> set[int]:
@@ -74,6 +74,53 @@ def check(name: str, where: str = "intf", free: bool = False) -> None:
                     "take it down and remove them, or name another interface",
                     name,
                 )
+    finally:
+        nl.close()
+
+
+def check_parent(name: str, where: str) -> None:
+    """Refuse ``name`` as the parent of a macvlan: it must exist and not be the loopback
+    (the host's default-route interface is fine: the host keeps it)."""
+    nl = Netlink(None)
+    try:
+        idx = nl.index_or_none(name)
+        if idx is None:
+            names = sorted(
+                str(m.get_attr("IFLA_IFNAME"))
+                for m in nl.ipr.get_links()
+                if m.get_attr("IFLA_IFNAME") != "lo"
+            )
+            raise ValidationError(where, "no such interface on this machine", name, names)
+        if nl.ipr.get_links(idx)[0]["flags"] & 0x8:
+            raise ValidationError(where, "is the loopback; give a real interface", name)
+    finally:
+        nl.close()
+
+
+def add_macvlan(
+    parent: str, netns: str, name: str, record: Callable[..., None], where: str = "intf"
+) -> None:
+    """A macvlan (bridge mode) on the host's ``parent``, made straight in namespace
+    ``netns`` (a name in /run/netns) as ``name``: recorded first, it goes with the
+    namespace; the host keeps ``parent``."""
+    check_parent(parent, where)
+    nl = Netlink(None)
+    try:
+        record("link", ifname=name, netns=netns, parent=parent)
+        fd = os.open(ns.path_of(netns), os.O_RDONLY)
+        try:
+            nl.ipr.link(
+                "add",
+                ifname=name,
+                kind="macvlan",
+                link=nl.index(parent),
+                macvlan_mode="bridge",
+                net_ns_fd=fd,
+            )
+        except Exception as exc:
+            raise KernelError(f"{where}: a macvlan on {parent} in {netns}: {exc}") from exc
+        finally:
+            os.close(fd)
     finally:
         nl.close()
 

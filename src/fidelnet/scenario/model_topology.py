@@ -30,6 +30,7 @@ from fidelnet.scenario.fields import (
     _text_schema,
 )
 from fidelnet.scenario.limits import MAX_LINKS, MAX_NODES
+from fidelnet.scenario.model_hardware import Hardware
 from fidelnet.scenario.model_routing import RandomArgs, Routing
 from fidelnet.topology import builders
 from fidelnet.topology.spec import (
@@ -363,39 +364,6 @@ class Link(_Model):
     endpoint: EngineEndpoint | None = None
     """How the engine reads and writes this link's frames: ``auto``, ``tap`` or ``af_xdp``
     (default: ``topology.engine_endpoint``); only ``auto`` on a ``tc`` link."""
-
-
-class Sriov(_Model):
-    """SR-IOV VFs the run makes on two cabled PFs, VF i of both on VLAN ``vlan_base + i``."""
-
-    pfs: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=15)]], Field(min_length=2, max_length=2)
-    ]
-    """The two physical functions: ``[enp100s0f0, enp33s0f0]``."""
-    vfs: Annotated[int, Field(ge=1, le=256)]
-    """VFs on each."""
-    vlan_base: Annotated[int, Field(ge=1, le=4094)] = 100
-    """VLAN id of VF 0 (VF i gets ``vlan_base + i``)."""
-
-
-class Hardware(_Model):
-    """This machine's interfaces for hardware links (docs/hwlinks.md)."""
-
-    pairs: Annotated[
-        list[
-            Annotated[
-                list[Annotated[str, Field(min_length=1, max_length=15)]],
-                Field(min_length=2, max_length=2),
-            ]
-        ],
-        Field(max_length=4096),
-    ] = Field(default_factory=list)
-    """Pairs of interfaces joined by a cable (or SR-IOV VFs on one VLAN):
-    ``[[enp1s0f0v0, enp2s0f0v0], ...]``; each link with backend ``hw`` takes the next
-    free one, its first interface for the link's ``a`` node."""
-    sriov: Annotated[list[Sriov], Field(max_length=16)] = Field(default_factory=list)
-    """SR-IOV VFs made for the run (reverted at its end); their pairs join the pool
-    after ``pairs``."""
 
 
 class Controller(_Model):

@@ -31,6 +31,7 @@ from fidelnet.errors import ValidationError
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem
 from fidelnet.topology.spec import (
     ControllerSpec,
+    ExternalSpec,
     LinkParams,
     LinkSpec,
     NodeSpec,
@@ -109,6 +110,9 @@ def build(scenario: Scenario) -> Built:
     spec.seed = scenario.seed
     spec.link_backend = topo.link_backend
     spec.hardware_pairs = [(p[0], p[1]) for p in topo.hardware.pairs]
+    spec.external = [
+        ExternalSpec(x.node, x.interface, x.mode, x.name, x.ip) for x in topo.hardware.external
+    ]
     spec.sriov = [SriovSpec((s.pfs[0], s.pfs[1]), s.vfs, s.vlan_base) for s in topo.hardware.sriov]
     built.builder_flows = len(spec.flows)
     spec.flows = spec.flows + [f.to_spec(i) for i, f in enumerate(topo.routing.flows)]
@@ -224,6 +228,8 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
         return ("topology", "links", own, *rest), ""
     if head == "hardware_pairs":
         return ("topology", "hardware", "pairs", *parts[1:]), ""
+    if head == "external":
+        return ("topology", "hardware", "external", *parts[1:]), ""
     if head == "sriov":
         return ("topology", "hardware", "sriov", *parts[1:]), ""
     if head == "flows" and len(parts) >= 2 and isinstance(parts[1], int):

@@ -23,6 +23,7 @@ from typing import Any, Literal
 __all__ = [
     "CONTROLLER_KINDS",
     "ENGINE_ENDPOINTS",
+    "EXTERNAL_MODES",
     "FAIL_MODES",
     "JITTER_DISTS",
     "LINK_BACKENDS",
@@ -35,6 +36,8 @@ __all__ = [
     "ControllerKind",
     "ControllerSpec",
     "EngineEndpoint",
+    "ExternalMode",
+    "ExternalSpec",
     "FailMode",
     "FlowProtocol",
     "FlowSpec",
@@ -299,6 +302,26 @@ class SriovSpec:
     vlan_base: int = 100
 
 
+ExternalMode = Literal["macvlan", "lend"]
+EXTERNAL_MODES: tuple[str, ...] = ("macvlan", "lend")
+
+
+@dataclass(frozen=True)
+class ExternalSpec:
+    """A real interface of this machine as one of ``node``'s interfaces, for traffic
+    that enters and leaves the emulation (an external load generator). ``mode``:
+    ``macvlan`` (default) gives the node a macvlan on ``interface`` (the host keeps
+    the interface), ``lend`` moves the interface itself into the node and gives it
+    back at the end. ``name``: its name in the node (default ``<node>-ext<i>``);
+    ``ip``: its address (CIDR)."""
+
+    node: str
+    interface: str
+    mode: ExternalMode = "macvlan"
+    name: str | None = None
+    ip: str | None = None
+
+
 FlowProtocol = Literal["udp", "tcp"]
 
 
@@ -353,6 +376,8 @@ class TopologySpec:
     hardware_pairs: list[tuple[str, str]] = field(default_factory=list)
     # SR-IOV VFs the run makes, their pairs added to the pool (fidelnet.kernel.sriov)
     sriov: list[SriovSpec] = field(default_factory=list)
+    # Real interfaces given to nodes (fidelnet.hwlinks.attach_external)
+    external: list[ExternalSpec] = field(default_factory=list)
     # Flows routed by their own path, not by destination (fidelnet.topology.flows)
     flows: list[FlowSpec] = field(default_factory=list)
 

@@ -7,12 +7,14 @@ route's) is checked by :mod:`fidelnet.hwlinks` before anything is built.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 
 from fidelnet.errors import ValidationError
-from fidelnet.topology.spec import TopologySpec
+from fidelnet.topology.addressing import interfaces
+from fidelnet.topology.spec import EXTERNAL_MODES, TopologySpec
 
-__all__ = ["IFNAME_MAX", "check_hardware", "hw_links"]
+__all__ = ["IFNAME_MAX", "check_hardware", "external_name", "hw_links"]
 
 IFNAME_MAX = 15
 """The longest interface name Linux takes (IFNAMSIZ - 1)."""
@@ -31,6 +33,63 @@ def _ifname_problem(name: object) -> str | None:
     if name in (".", "..") or any(c in name for c in "/: \t\n\0"):
         return "is not a valid interface name"
     return None
+
+
+def external_name(spec: TopologySpec, i: int) -> str:
+    """The name of ``spec.external[i]`` in its node."""
+    ext = spec.external[i]
+    if ext.name:
+        return ext.name
+    k = sum(1 for e in spec.external[:i] if e.node == ext.node)
+    return f"{ext.node}-ext{k}"
+
+
+def _check_external(spec: TopologySpec, pool: dict[str, str]) -> Iterator[ValidationError]:
+    lent: dict[str, str] = {}
+    names: set[tuple[str, str]] = set()
+    if spec.external:
+        names = {(e.node, e.name) for e in interfaces(spec)}
+    for i, ext in enumerate(spec.external):
+        where = f"external[{i}]"
+        node = spec.nodes.get(ext.node)
+        if node is None:
+            yield ValidationError(f"{where}.node", "unknown node", ext.node, list(spec.nodes)[:20])
+            continue
+        if node.kind == "switch" or not node.in_namespace:
+            yield ValidationError(
+                f"{where}.node",
+                "an external interface goes to a host or router in a namespace of its own",
+                ext.node,
+            )
+        if ext.mode not in EXTERNAL_MODES:
+            yield ValidationError(f"{where}.mode", "unknown mode", ext.mode, EXTERNAL_MODES)
+        why = _ifname_problem(ext.interface)
+        if why is not None:
+            yield ValidationError(f"{where}.interface", why, ext.interface)
+        elif ext.interface in pool:
+            yield ValidationError(
+                f"{where}.interface",
+                f"is in the hardware pool at {pool[ext.interface]}",
+                ext.interface,
+            )
+        elif ext.mode == "lend" and ext.interface in lent:
+            yield ValidationError(
+                f"{where}.interface", f"is lent already by {lent[ext.interface]}", ext.interface
+            )
+        elif ext.mode == "lend":
+            lent[ext.interface] = where
+        name = external_name(spec, i)
+        why = _ifname_problem(name)
+        if why is not None:
+            yield ValidationError(f"{where}.name", why, name)
+        elif (ext.node, name) in names:
+            yield ValidationError(f"{where}.name", f"{ext.node} has an interface {name}", name)
+        names.add((ext.node, name))
+        if ext.ip is not None:
+            try:
+                ipaddress.ip_interface(ext.ip)
+            except ValueError:
+                yield ValidationError(f"{where}.ip", "must be an address in CIDR form", ext.ip)
 
 
 def check_hardware(spec: TopologySpec) -> Iterator[ValidationError]:
@@ -86,6 +145,7 @@ def check_hardware(spec: TopologySpec) -> Iterator[ValidationError]:
                 base,
             )
         made += plan.vfs
+    yield from _check_external(spec, seen)
     asking = hw_links(spec)
     have = len(pool) + made
     if len(asking) > have:
