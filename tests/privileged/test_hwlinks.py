@@ -164,7 +164,7 @@ t.external = [ExternalSpec("h1", "fnx0", ip="192.168.77.2/24"),
               ExternalSpec("h2", "fny0", "lend", name="h2-out", ip="192.168.78.2/24")]
 with Network(t) as net:
     h1, h2 = net["h1"], net["h2"]
-    print("H1", h1.cmd("ip -o link show h1-ext0").strip(), flush=True)
+    print("H1", h1.cmd("ip -d -o link show h1-ext0").strip(), flush=True)
     print("PING1", h1.cmd("ping -c 2 -W 2 192.168.77.1").count(" 0% packet loss"), flush=True)
     print("PING2", h2.cmd("ping -c 2 -W 2 192.168.78.1").count(" 0% packet loss"), flush=True)
     print("DEFAULT", h1.default_intf().name, flush=True)
