@@ -268,8 +268,11 @@ impl Accounting {
     /// The kept highest latencies as (receive ns, latency ns, flow), by
     /// receive time.
     pub fn worst(&self) -> Vec<(u64, u64, u16)> {
-        let mut out: Vec<(u64, u64, u16)> =
-            self.worst.iter().map(|Reverse((l, rx, f))| (*rx, *l, *f)).collect();
+        let mut out: Vec<(u64, u64, u16)> = self
+            .worst
+            .iter()
+            .map(|Reverse((l, rx, f))| (*rx, *l, *f))
+            .collect();
         out.sort_unstable();
         out
     }

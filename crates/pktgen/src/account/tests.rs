@@ -251,7 +251,10 @@ fn jitter_is_the_latency_change_between_a_flows_consecutive_packets() {
     let f0 = a.flows().find(|(id, _)| *id == 0).unwrap().1;
     let j = hist::summary(&f0.jitter);
     assert_eq!(j.count, 2);
-    assert!(j.max_ns.abs_diff(4_000) <= 4 && j.min_ns.abs_diff(3_000) <= 3, "{j:?}");
+    assert!(
+        j.max_ns.abs_diff(4_000) <= 4 && j.min_ns.abs_diff(3_000) <= 3,
+        "{j:?}"
+    );
     let f1 = a.flows().find(|(id, _)| *id == 1).unwrap().1;
     assert_eq!(f1.jitter.len(), 0);
     assert_eq!(a.jitter.len(), 2);
@@ -261,13 +264,22 @@ fn jitter_is_the_latency_change_between_a_flows_consecutive_packets() {
 fn the_worst_latencies_are_kept_with_their_time_and_flow() {
     let mut a = Accounting::new(100 * MS, 0);
     a.keep_worst(2);
-    for (seq, lat) in [(0u32, 5_000u64), (1, 90_000), (2, 7_000), (3, 60_000), (4, 1_000)] {
+    for (seq, lat) in [
+        (0u32, 5_000u64),
+        (1, 90_000),
+        (2, 7_000),
+        (3, 60_000),
+        (4, 1_000),
+    ] {
         let send = T0 + u64::from(seq) * MS;
         let d = datagram(3, seq, send, 18);
         a.packet(&d, d.len(), send + lat, 46, &mut ());
     }
     assert_eq!(
         a.worst(),
-        vec![(T0 + MS + 90_000, 90_000, 3), (T0 + 3 * MS + 60_000, 60_000, 3)]
+        vec![
+            (T0 + MS + 90_000, 90_000, 3),
+            (T0 + 3 * MS + 60_000, 60_000, 3)
+        ]
     );
 }
