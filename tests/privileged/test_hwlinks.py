@@ -38,7 +38,8 @@ def show():
             qd = subprocess.run(["tc", "qdisc", "show", "dev", name], capture_output=True,
                                 text=True).stdout
             out[name] = {"mtu": link.get("mtu"), "mac": link.get("address"),
-                         "up": "UP" in link.get("flags", []), "htb": "htb" in qd}
+                         "up": "UP" in link.get("flags", []), "htb": "htb" in qd,
+                         "alias": link.get("ifalias")}
     return out
 sh("ip", "link", "set", "lo", "up")
 for i, (a, b) in enumerate(PAIRS):
@@ -60,8 +61,8 @@ HwPair.available_pairs = [("fnp0a", "fnp0b"), ("fnp1a", "fnp1b")]
 net = Mininet(topo=T(), link=HwPair, switch=LinuxBridge, controller=None)
 net.start()
 h1 = net["h1"]
-print("H1LINKS", h1.cmd("ip -o link show").replace("\\n", " | "), flush=True)
-print("H2QDISC", net["h2"].cmd("tc qdisc show dev h2-eth0").replace("\\n", " | "), flush=True)
+print("H1LINKS", " | ".join(h1.cmd("ip -o link show").splitlines()), flush=True)
+print("H2QDISC", " | ".join(net["h2"].cmd("tc qdisc show dev h2-eth0").splitlines()), flush=True)
 print("LOSS", net.pingAll(), flush=True)
 if sys.argv[1] == "kill":
     print("READY", flush=True)
@@ -121,6 +122,7 @@ def _check_given_back(out: str) -> None:
         now = after[name]
         assert now["mtu"] == was["mtu"] and now["mac"] == was["mac"], (name, was, now)
         assert now["up"] == was["up"] and not now["htb"], (name, was, now)
+        assert now["alias"] == was["alias"], (name, was, now)  # no run's mark left
 
 
 def test_hwpair_line_pings_and_gives_every_interface_back() -> None:
@@ -180,9 +182,10 @@ def test_external_interfaces_macvlan_and_lent_reach_the_outside() -> None:
     argv = ["unshare", "--net", "--", sys.executable, "-c", EXTERNAL]
     code, out = run_to_end(argv, "", 180, "external interfaces")
     assert code == 0, out
-    assert "macvlan" in next(x for x in out.splitlines() if x.startswith("H1")), out
+    assert "h1-ext0@" in out and "macvlan mode bridge" in out, out
     assert "PING1 1" in out and "PING2 1" in out, out
     assert "DEFAULT h1-eth0" in out, out  # the link stays the node's first interface
     assert "HOSTKEEPS 0" in out and "LENT 1" in out, out
     after = next(x for x in out.splitlines() if x.startswith("AFTER"))
     assert "fny0@" in after and "UP" in after, out  # given back, up as it was
+    assert "fidelnet:" not in after, out  # without the run's mark

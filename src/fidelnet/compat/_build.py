@@ -83,6 +83,9 @@ def _link_spec(mn: Any, info: dict[str, Any], auto: set[str], spec: TopologySpec
         params_ba=end_params(cls2, {**p2, **link_params}, f"{where}.params2"),
         backend=getattr(target, "fn_backend", None),
     )
+    for a, b in getattr(target, "available_pairs", ()):  # HwPair's pool
+        if (str(a), str(b)) not in spec.hardware_pairs:
+            spec.hardware_pairs.append((str(a), str(b)))
     # An address given for a host's first interface replaces its automatic one.
     for end, port, ip in ((n1, link.a_port, link.a_ip), (n2, link.b_port, link.b_ip)):
         if ip is None or end not in auto or port is None:
@@ -101,6 +104,7 @@ def topo_spec(mn: Any) -> TopologySpec:
     for node in net.spec.nodes.values():
         spec.add_node(replace(node))
     spec.links = [replace(link) for link in net.spec.links]
+    spec.hardware_pairs = list(net.spec.hardware_pairs)
     auto: set[str] = set()
     number = mn.nextIP
     for name in mn.topo.hosts():

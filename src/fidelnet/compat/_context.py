@@ -191,7 +191,9 @@ def add_link_spec(net: Network, link: LinkSpec) -> None:
             raise ValidationError(
                 f"link {link.a}-{link.b}", f"port {port} of {end} is in use", port
             )
-    validate(TopologySpec(nodes=nodes, links=[link], ip_base=net.spec.ip_base))
+    taken = set(net.hw_pairs.values())
+    free = [p for p in net.spec.hardware_pairs if (p[0], p[1]) not in taken]
+    validate(TopologySpec(nodes=nodes, links=[link], ip_base=net.spec.ip_base, hardware_pairs=free))
     spaces = [
         (_names(net, _space(net, end)), name)
         for end, name in ((link.a, link.a_intf), (link.b, link.b_intf))

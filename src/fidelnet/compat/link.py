@@ -172,6 +172,7 @@ class Link(_CoreLink):
             params_ba=end_params(cls2, p2, f"{where}.params2"),
             backend=getattr(type(self), "fn_backend", None),
         )
+        self.fn_pool(net)
         _context.add_link_spec(net, spec)
         try:
             self.fn_before_realize(net)
@@ -185,6 +186,9 @@ class Link(_CoreLink):
         i2 = cls2(name=intfName2, node=node2, port=port_2, link=self, mac=addr2, **p2)
         super().__init__(spec, i1, i2)
         net.links.append(self)
+
+    def fn_pool(self, net: Any) -> None:
+        """What a link class adds to the network before its link is checked (nothing)."""
 
     def fn_before_realize(self, net: Any) -> None:
         """What a link class needs to do before its link is made (nothing here)."""
@@ -265,15 +269,13 @@ class HwPair(Link):
     available_pairs: list[tuple[str, str]] = []
     fn_backend = "hw"
 
-    def fn_before_realize(self, net: Any) -> None:
-        from fidelnet import hwlinks
-
+    def fn_pool(self, net: Any) -> None:
         pool = [(str(a), str(b)) for a, b in type(self).available_pairs]
         taken = set(net.hw_pairs.values())
         for pair in pool:
             if pair not in net.spec.hardware_pairs:
                 net.spec.hardware_pairs.append(pair)
-        free = [p for p in net.spec.hardware_pairs if tuple(p) not in taken]
+        free = [p for p in net.spec.hardware_pairs if (p[0], p[1]) not in taken]
         if not free:
             raise ValidationError(
                 "HwPair.available_pairs",
@@ -281,7 +283,11 @@ class HwPair(Link):
                 f"{len(net.spec.hardware_pairs)} given; add pairs before building",
                 pool,
             )
-        hwlinks.preflight(net.spec, len(net.hw_pairs))
+
+    def fn_before_realize(self, net: Any) -> None:
+        from fidelnet import hwlinks
+
+        hwlinks.preflight(net.spec, len(net.hw_pairs), net.sriov_pairs is not None)
 
     def delete(self) -> None:
         """Give the pair back (Mininet's ``delLink``), not delete it."""

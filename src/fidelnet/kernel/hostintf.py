@@ -7,7 +7,7 @@ off), and one that is a port of a bridge or bond. :func:`lend` records the inter
 name, index, MTU, up/down state and addresses in the run state, then moves it into
 the node's namespace. :func:`give_back` (a normal stop, or ``fidelnet clean`` after a
 crash) moves it back into the namespace of the process doing it and restores its
-name, MTU, MAC, addresses and state (and, for a hardware pair's end, removes the
+name, MTU, MAC, alias, addresses and state (and, for a hardware pair's end, removes the
 qdiscs the run put on it). When the node's namespace is already gone the kernel
 has put a physical device back into the initial namespace itself, possibly under
 another name (virtual devices are destroyed with their namespace), and it is found
@@ -151,6 +151,7 @@ def lend(
             addrs=addrs,
             as_name=rename or name,
             mac=info["mac"],
+            alias=info.get("alias") or "",
             # A hardware pair's end is shaped by the run: its qdiscs go at give-back.
             qdiscs=free,
         )
@@ -236,6 +237,8 @@ def give_back(rec: dict[str, Any], _run_id: str = "") -> None:
         if rec.get("mac") and str(info["mac"]).lower() != str(rec["mac"]).lower():
             home.set_link(idx, state="down")
             home.set_link(idx, address=str(rec["mac"]))
+        if "alias" in rec and (info.get("alias") or "") != rec["alias"]:
+            home.set_link(idx, ifalias=str(rec["alias"]))  # the run's mark goes
         have = set(home.addresses(idx))
         for cidr in rec.get("addrs") or []:
             if cidr not in have and not str(cidr).startswith("fe80:"):
