@@ -63,7 +63,7 @@ def _pairs(text: str | None) -> list[tuple[str, str]]:
 @click.option("--hops", default="2,5", show_default=True, help="Range of hops per flow.")
 @click.option(
     "--rate-mbps",
-    default="1,29.4",
+    default="0.1,2.94",
     show_default=True,
     help="Range of per-flow rates, Mbit/s (HVNet: 1,294 on hardware).",
 )
