@@ -340,6 +340,7 @@ def test_from_mn_spec_unknown_name_lists_every_topology() -> None:
         "reversed,N",
         "tree,DEPTH[,FANOUT]",
         "torus,X,Y[,N]",
+        "random,N[,seed=S][,degree=D]",
     )
 
 

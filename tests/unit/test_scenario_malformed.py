@@ -345,7 +345,7 @@ def test_malformed_file(name: str, where: str, fragment: str) -> None:
         (
             "link-backend-unknown.yaml",
             "4:3: topology.link_backend: unknown value, did you mean 'tc'? (got 'tcc'; valid: "
-            "auto, tc, engine)",
+            "auto, tc, engine, hw)",
         ),
         (
             "node-backend-cgroup.yaml",

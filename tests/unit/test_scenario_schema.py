@@ -22,6 +22,8 @@ from fidelnet.scenario import (
     loads,
     model_checks,
     model_events,
+    model_hardware,
+    model_routing,
     model_steps,
     model_topology,
 )
@@ -49,7 +51,16 @@ def test_schema_is_deterministic() -> None:
     }
 
 
-MODEL_MODULES = (fields, model_topology, model_events, model_steps, model_checks, m)
+MODEL_MODULES = (
+    fields,
+    model_topology,
+    model_hardware,
+    model_routing,
+    model_events,
+    model_steps,
+    model_checks,
+    m,
+)
 """Every module that defines scenario models (``model`` re-exports the others')."""
 
 

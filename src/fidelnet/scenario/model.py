@@ -51,6 +51,8 @@ from fidelnet.scenario.model_checks import (
     ZeroLossRateCheck,
 )
 from fidelnet.scenario.model_events import ConditionModel, EventModel, event_problems
+from fidelnet.scenario.model_hardware import External, Hardware, Sriov
+from fidelnet.scenario.model_routing import Flow, RandomArgs, RandomFlows, Routing
 from fidelnet.scenario.model_steps import (
     TRAFFIC_TYPES,
     FileSpec,
@@ -98,9 +100,12 @@ __all__ = [
     "Controller",
     "Defaults",
     "EventModel",
+    "External",
     "FileSpec",
     "FileStep",
+    "Flow",
     "GoodputCheck",
+    "Hardware",
     "Iperf",
     "JainCheck",
     "LatencyCheck",
@@ -113,10 +118,14 @@ __all__ = [
     "OutageCheck",
     "Ping",
     "Pktgen",
+    "RandomArgs",
+    "RandomFlows",
     "ReachabilityCheck",
+    "Routing",
     "RunStep",
     "Scenario",
     "SetupStep",
+    "Sriov",
     "Topology",
     "Traffic",
     "TreeArgs",
