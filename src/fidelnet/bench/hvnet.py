@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fidelnet.bench.peer import MininetTopology, mininet_python
 from fidelnet.errors import MeasurementError, ValidationError
-from fidelnet.fidelity.monitor import Monitor
+from fidelnet.fidelity.monitor import watching
 from fidelnet.measure import pktgen
 from fidelnet.measure.flowset import FlowRun, run_flows
 from fidelnet.measure.provenance import Provenance, collect, tool_version
@@ -142,16 +142,6 @@ class _Stack:
     net: Any = None
 
 
-@contextlib.contextmanager
-def _watched(stack: _Stack) -> Iterator[Monitor]:
-    mon = Monitor(stack.net, nodes=list(stack.net.spec.nodes) if stack.net else None)
-    mon.start()
-    try:
-        yield mon
-    finally:
-        mon.stop()
-
-
 def _measure(opts: HvnetOptions, spec: TopologySpec, stack: _Stack, k: int) -> dict[str, UdpResult]:
     runs = [
         FlowRun(f, stack.nodes[f.src], stack.nodes[f.dst], str(spec.nodes[f.dst].ip).split("/")[0])
@@ -161,7 +151,7 @@ def _measure(opts: HvnetOptions, spec: TopologySpec, stack: _Stack, k: int) -> d
     # first pages; the stack measured first in a topology was otherwise the slower
     # one, whichever it was (p99.9 2-3x in a first trial).
     run_flows(runs, min(1.0, opts.duration), seed=opts.seed * 1000 + k + 500)
-    with _watched(stack) as mon:
+    with watching(stack.net) as mon:
         mon.begin()
         got = run_flows(runs, opts.duration, worst=opts.worst, seed=opts.seed * 1000 + k)
         mon.end()

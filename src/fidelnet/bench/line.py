@@ -30,14 +30,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.bench.peer import MininetLine
 from fidelnet.errors import MeasurementError, ValidationError
-from fidelnet.fidelity.monitor import Monitor
+from fidelnet.fidelity.monitor import watching
 from fidelnet.fidelity.record import MonitorRecord
 from fidelnet.measure import packets, pktgen
 from fidelnet.measure.provenance import Provenance, collect, tool_version
@@ -166,7 +166,7 @@ class _Bench:
         )
         name = f"{stack.name}-{_key(shape, rate)}"
         time.sleep(stack.settle_s)
-        with _watched(stack) as mon:
+        with watching(stack.net) as mon:
             mon.begin()
             result = pktgen.run(
                 stack.src,
@@ -198,7 +198,7 @@ class _Bench:
         def trial(rate: float) -> UdpResult:
             spec = pktgen.TrafficSpec(rate, FRAME, o.trial_s, shape, o.burst, mode=o.mode)  # type: ignore[arg-type]
             time.sleep(stack.settle_s)
-            with _watched(stack) as mon:
+            with watching(stack.net) as mon:
                 mon.begin()
                 got = pktgen.run(
                     stack.src,
@@ -232,17 +232,6 @@ class _Bench:
         save_result(o.out, f"{stack.name}-zero-loss-{shape}", result, stack.provenance, self.floor)
         stack.searches[shape] = result
         return result
-
-
-@contextlib.contextmanager
-def _watched(stack: Stack) -> Iterator[Monitor]:
-    """A started monitor over the stack's nodes (the machine alone for Mininet's)."""
-    mon = Monitor(stack.net, nodes=list(stack.net.spec.nodes) if stack.net else None)
-    mon.start()
-    try:
-        yield mon
-    finally:
-        mon.stop()
 
 
 def _fmt_us(ns: int) -> str:

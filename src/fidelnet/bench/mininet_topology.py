@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fidelnet.bench import peer_limits
-else:  # the system Python runs this file without fidelnet: its helper is beside it
+    from fidelnet.bench.mininet_line import Router
+else:  # the system Python runs this file without fidelnet: its helpers are beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import peer_limits
+    from mininet_line import Router
 
 try:
     from mininet.log import setLogLevel
@@ -38,15 +40,6 @@ try:
     from mininet.node import Node
 except ImportError as exc:  # pragma: no cover - depends on the machine
     sys.exit(f"mininet_topology: cannot import mininet ({exc}); install Debian's 'mininet'")
-
-
-class Router(Node):  # type: ignore[misc]
-    """A Mininet node that forwards IPv4."""
-
-    def config(self, **params: Any) -> Any:
-        result = super().config(**params)
-        self.cmd("sysctl -q -w net.ipv4.ip_forward=1")
-        return result
 
 
 def build(plan: dict[str, Any]) -> Any:

@@ -33,7 +33,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ from fidelnet.kernel import cgroups, neigh, procfs, tc
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["BACKLOG", "NEIGH_FULL", "Monitor", "lateness_delta"]
+__all__ = ["BACKLOG", "NEIGH_FULL", "Monitor", "lateness_delta", "watching"]
 
 BACKLOG = ("machine", "cpu input backlog")
 """Where the monitor files the kernel's backlog drops (``/proc/net/softnet_stat``)."""
@@ -61,6 +61,18 @@ NEIGH_FULL = ("machine", "neighbour table full")
 
 _SHAPING_QDISCS = frozenset({"htb", "tbf", "netem", "hfsc", "cake", "fq_codel", "fq"})
 _MAX_TIMER_SAMPLES = 200_000
+
+
+@contextlib.contextmanager
+def watching(net: Network | None) -> Iterator[Monitor]:
+    """A started monitor over every node of ``net`` (only the machine when None, as
+    for a peer emulator's network); stopped on exit."""
+    mon = Monitor(net, nodes=list(net.spec.nodes) if net is not None else None)
+    mon.start()
+    try:
+        yield mon
+    finally:
+        mon.stop()
 
 
 def _decode_counts(b64: str) -> dict[int, int]:

@@ -38,19 +38,25 @@ def _default_route_ifindexes(nl: Netlink) -> set[int]:
     return out
 
 
+def _existing(nl: Netlink, name: str, where: str) -> int:
+    """The index of ``name`` here, or an error listing the interfaces there are."""
+    idx = nl.index_or_none(name)
+    if idx is None:
+        names = sorted(
+            str(m.get_attr("IFLA_IFNAME"))
+            for m in nl.ipr.get_links()
+            if m.get_attr("IFLA_IFNAME") != "lo"
+        )
+        raise ValidationError(where, "no such interface on this machine", name, names)
+    return int(idx)
+
+
 def check(name: str, where: str = "intf", free: bool = False) -> None:
     """Refuse ``name`` as an interface to lend, with a message naming why; with
     ``free`` (a hardware pair's end), also one that is up with addresses (in use)."""
     nl = Netlink(None)
     try:
-        idx = nl.index_or_none(name)
-        if idx is None:
-            names = sorted(
-                str(m.get_attr("IFLA_IFNAME"))
-                for m in nl.ipr.get_links()
-                if m.get_attr("IFLA_IFNAME") != "lo"
-            )
-            raise ValidationError(where, "no such interface on this machine", name, names)
+        idx = _existing(nl, name, where)
         msg = nl.ipr.get_links(idx)[0]
         if msg["flags"] & 0x8:  # IFF_LOOPBACK
             raise ValidationError(where, "is the loopback; lend a real interface", name)
@@ -83,14 +89,7 @@ def check_parent(name: str, where: str) -> None:
     (the host's default-route interface is fine: the host keeps it)."""
     nl = Netlink(None)
     try:
-        idx = nl.index_or_none(name)
-        if idx is None:
-            names = sorted(
-                str(m.get_attr("IFLA_IFNAME"))
-                for m in nl.ipr.get_links()
-                if m.get_attr("IFLA_IFNAME") != "lo"
-            )
-            raise ValidationError(where, "no such interface on this machine", name, names)
+        idx = _existing(nl, name, where)
         if nl.ipr.get_links(idx)[0]["flags"] & 0x8:
             raise ValidationError(where, "is the loopback; give a real interface", name)
     finally:
