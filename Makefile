@@ -98,8 +98,16 @@ build/bpf/%.bpf.o: bpf/%.bpf.c | apt-deps
 # keeps the rest of the workspace from rebuilding. fidelnet-vm (the VM nodes' guest
 # agent and host-side client) is static too: it runs in guests whose libc may differ.
 HOST_TRIPLE = $(or $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p'),x86_64-unknown-linux-gnu)
-native: venv $(BPF_OBJS)
+# The virtual-time clock shim (shim/vt.c), preloaded into dilated nodes' processes.
+VT_SHIM := build/shim/libfidelnet-vt.so
+
+$(VT_SHIM): shim/vt.c | apt-deps
+	mkdir -p $(dir $@)
+	gcc -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -lpthread
+
+native: venv $(BPF_OBJS) $(VT_SHIM)
 	install -D -C -m 0644 -t $(VENV)/share/fidelnet/bpf $(BPF_OBJS)
+	install -D -C -m 0755 -t $(VENV)/lib/fidelnet $(VT_SHIM)
 	$(CARGO) build --release --workspace --locked
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --locked -p fnexec \
 	    -p fnvm --target $(HOST_TRIPLE) --target-dir target/static
