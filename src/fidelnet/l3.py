@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
 
-__all__ = ["configure", "flow_routes", "ping_pairs", "static_arp"]
+__all__ = ["configure", "flow_routes", "ping_pairs", "static_arp", "static_routes"]
 
 
 def configure(net: Network) -> None:
@@ -23,13 +23,7 @@ def configure(net: Network) -> None:
     for node in net.nodes.values():
         node.configure()
     if net.spec.auto_routes:
-        for name, routes in routing.static_routes(net.spec).items():
-            node = net.nodes[name]
-            batch = []
-            for r in routes:
-                intf = node.intf(r.dev)
-                batch.append((r.dst, r.via, intf.index if intf else None))
-            node.interior().add_routes(batch)
+        static_routes(net)
     for node in net.nodes.values():
         if node.spec.default_route:
             _default_route(node, node.spec.default_route)
@@ -40,6 +34,17 @@ def configure(net: Network) -> None:
     from fidelnet import fastpath
 
     fastpath.set_up(net)
+
+
+def static_routes(net: Network) -> None:
+    """Shortest-path static routes between routed nodes (:mod:`fidelnet.topology.routing`)."""
+    for name, routes in routing.static_routes(net.spec).items():
+        node = net.nodes[name]
+        batch = []
+        for r in routes:
+            intf = node.intf(r.dev)
+            batch.append((r.dst, r.via, intf.index if intf else None))
+        node.interior().add_routes(batch)
 
 
 def flow_routes(net: Network) -> None:

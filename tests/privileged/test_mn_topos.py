@@ -29,7 +29,12 @@ def run_mn(
 
 @pytest.mark.parametrize(
     ("topo", "received"),
-    [("linear,3", "6/6"), ("tree,2,2", "12/12"), ("torus,3,3", "72/72")],
+    [
+        ("linear,3", "6/6"),
+        ("tree,2,2", "12/12"),
+        ("torus,3,3", "72/72"),
+        ("random,6,seed=3", "30/30"),  # routers joined directly, static routes
+    ],
 )
 def test_topo_pingall(topo: str, received: str) -> None:
     code, out, runs = run_mn(["--topo", topo, "--test", "pingall"])

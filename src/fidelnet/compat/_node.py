@@ -27,7 +27,7 @@ from fidelnet.nodes import node as _core
 from fidelnet.nodes.shell import Shell
 from fidelnet.topology.spec import NodeSpec
 
-__all__ = ["Host", "Node"]
+__all__ = ["Host", "Node", "Router"]
 
 # Parameters every node accepts besides those its methods name.
 _NODE_PARAMS = frozenset({"name", "inNamespace", "privateDirs", "waitExited", "isSwitch", "cls"})
@@ -445,3 +445,26 @@ class Node(_core.Node):
 
 class Host(Node):
     """A host is simply a Node."""
+
+
+class Router(Host):
+    """fidelnet's own: a host that forwards IPv4, as the routers of a fidelnet
+    topology (``fidelnet mn --topo random,N``: routers joined directly, with static
+    routes). Its spec is a router's; forwarding is on once it is configured."""
+
+    def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
+        spec = super().fn_spec(name, params)
+        spec.kind = "router"
+        return spec
+
+    def config(
+        self,
+        mac: str | None = None,
+        ip: str | None = None,
+        defaultRoute: Any = None,
+        lo: str = "up",
+        **params: Any,
+    ) -> dict[str, Any]:
+        r = super().config(mac=mac, ip=ip, defaultRoute=defaultRoute, lo=lo, **params)
+        self.interior().write_sysctl("net.ipv4.ip_forward", "1")
+        return r

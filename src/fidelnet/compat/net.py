@@ -19,7 +19,7 @@ import random
 import sys
 from typing import Any
 
-from fidelnet import realize
+from fidelnet import l3, realize
 from fidelnet.compat import _context
 from fidelnet.compat._build import topo_spec
 from fidelnet.compat._netrun import NetRunning
@@ -377,6 +377,9 @@ class Mininet(NetRunning, NetTests):
             self.fn_net.start_nodes()  # VM hosts boot here, their links made
             info("*** Configuring hosts\n")
             self.configHosts()
+            spec = getattr(self.topo, "spec", None)
+            if spec is not None and spec.auto_routes:  # a fidelnet topology's routes
+                l3.static_routes(self.fn_net)
             for node in self.hosts + self.switches:
                 for intf in node.intfs.values():
                     getattr(intf, "_fn_fresh", {}).clear()  # from here on, always apply

@@ -276,8 +276,10 @@ class LinearTopo(Topo):
 class SpecTopo(Topo):
     """A fidelnet TopologySpec as a Topo: its nodes, links and ports in its order.
 
-    Switch options (``dpid``, ``stp``) and node addresses are carried over; link
-    ports are the spec's when it set them.
+    Switch options (``dpid``, ``stp``), node and link addresses are carried over;
+    routers become :class:`~fidelnet.compat._node.Router` hosts, and a spec with
+    ``auto_routes`` gets its static routes once built; link ports are the spec's when
+    it set them.
     """
 
     def build(self, spec: TopologySpec) -> None:
@@ -293,6 +295,15 @@ class SpecTopo(Topo):
                 value = getattr(node, attr)
                 if value is not None:
                     opts[key] = value
+            if node.kind == "router":
+                from fidelnet.compat._node import Router
+
+                opts.setdefault("cls", Router)
             self.addHost(node.name, **opts)
         for link in spec.links:
-            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+            ends: dict[str, Any] = {}
+            if link.a_ip:
+                ends["params1"] = {"ip": link.a_ip}
+            if link.b_ip:
+                ends["params2"] = {"ip": link.b_ip}
+            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, **ends)
