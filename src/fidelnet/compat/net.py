@@ -28,6 +28,7 @@ from fidelnet.compat.link import Intf, Link
 from fidelnet.compat.log import error, info
 from fidelnet.compat.node import Controller, DefaultController, Host, Node, OVSKernelSwitch
 from fidelnet.compat.nodelib import NAT
+from fidelnet.compat.topo import SpecTopo
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
 from fidelnet.errors import UnknownNodeError, ValidationError
 from fidelnet.network import Network
@@ -377,9 +378,8 @@ class Mininet(NetRunning, NetTests):
             self.fn_net.start_nodes()  # VM hosts boot here, their links made
             info("*** Configuring hosts\n")
             self.configHosts()
-            spec = getattr(self.topo, "spec", None)
-            if spec is not None and spec.auto_routes:  # a fidelnet topology's routes
-                l3.static_routes(self.fn_net)
+            if isinstance(self.topo, SpecTopo) and self.topo.spec.auto_routes:
+                l3.static_routes(self.fn_net)  # a fidelnet topology's routes
             for node in self.hosts + self.switches:
                 for intf in node.intfs.values():
                     getattr(intf, "_fn_fresh", {}).clear()  # from here on, always apply
