@@ -48,6 +48,8 @@ from fidelnet.switches import Datapath
 from fidelnet.topology import addressing, footprint
 from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
+from fidelnet.vt import run as vt_run
+from fidelnet.vt.page import TimePage
 
 __all__ = ["Network"]
 
@@ -69,9 +71,12 @@ class Network:
         node_classes: dict[str, type[Node]] | None = None,
         engine_args: list[str] | None = None,
         node_backends: dict[str, NodeBackend] | None = None,
+        tdf: float | None = None,
     ) -> None:
         self.spec = spec if spec is not None else TopologySpec()
-        if spec is not None:
+        if tdf is not None:
+            self.spec.tdf = tdf
+        if spec is not None or tdf is not None:
             addressing.assign_ports(self.spec)
             addressing.assign_ips(self.spec)
             validate(self.spec)
@@ -86,6 +91,7 @@ class Network:
         self.hw_pairs: dict[int, tuple[str, str]] = {}  # hw link's LinkSpec id -> its pair
         self.sriov_pairs: list[tuple[str, str]] | None = None  # the VFs this run made
         self.external_done: set[int] = set()  # spec.external entries attached
+        self.vt_page: TimePage | None = None  # the clock page of a dilated run (fidelnet.vt)
         self._state: RunState | None = None
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
@@ -128,15 +134,13 @@ class Network:
     def node_env(self) -> dict[str, str]:
         """Environment every process started in a node gets on top of its own: with
         OVS switches, the variables that point the OVS tools at this run's daemons
-        (``ovs-vsctl`` typed in a node's shell reaches them, never the machine's)."""
-        uses_ovs = self.spec.datapath == "ovs" or any(
-            n.datapath == "ovs" for n in self.spec.nodes.values() if n.kind == "switch"
-        )
-        if not uses_ovs:
-            return {}
-        from fidelnet.kernel.ovs import run_env
+        (``ovs-vsctl`` typed in a node's shell reaches them, never the machine's);
+        with virtual time, the clock shim (:mod:`fidelnet.vt.run`)."""
+        return {**switches.ovs_env(self), **vt_run.env(self)}
 
-        return run_env(self.run_id)
+    def set_tdf(self, tdf: float) -> None:
+        """Change the time dilation factor of every node now (:mod:`fidelnet.vt`)."""
+        vt_run.set_tdf(self, tdf)
 
     def state_record(self, kind: str, **fields: Any) -> None:
         if self._state is None:
@@ -164,6 +168,7 @@ class Network:
             return
         self._state = RunState.create(self._want_run_id, self._command)
         self.cgroupfs = cgroups.detect()
+        vt_run.open_page(self)
         # Before the run's first namespace exists: nodes' shells copy it.
         with contextlib.suppress(NodeError):  # no launcher: shells will say so
             self.mount_template = launcher.MountTemplate.create(self._record_process)

@@ -126,3 +126,19 @@ def test_the_page_refuses_a_bad_tdf(tmp_path: Path) -> None:
     before = page.virtual_ns()
     page.set_tdf(3.0)
     assert page.virtual_ns() >= before
+
+
+def test_a_dilated_topology_refuses_what_virtual_time_does_not_reach_yet() -> None:
+    from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+    from fidelnet.topology.spec import LinkParams
+    from fidelnet.topology.validate import problems
+
+    t = TopologySpec(tdf=4.0)
+    t.add_node(NodeSpec("h1"))
+    t.add_node(NodeSpec("h2", backend="qemu"))
+    t.add_link(LinkSpec("h1", "h2", params=LinkParams(bw=10e6)))
+    got = [str(p) for p in problems(t)]
+    assert any(g.startswith("links[0].params: links that follow the time dilation") for g in got)
+    assert any(g.startswith("nodes.h2.backend: virtual time reaches namespace nodes") for g in got)
+    t.tdf = 0.0
+    assert [p.field for p in problems(t)][:1] == ["tdf"]

@@ -17,6 +17,6 @@ unit tests is in :mod:`.fake`.
 
 from __future__ import annotations
 
-from fidelnet.switches._base import DATAPATHS, Datapath, choose, make, preflight
+from fidelnet.switches._base import DATAPATHS, Datapath, choose, make, ovs_env, preflight
 
-__all__ = ["DATAPATHS", "Datapath", "choose", "make", "preflight"]
+__all__ = ["DATAPATHS", "Datapath", "choose", "make", "ovs_env", "preflight"]

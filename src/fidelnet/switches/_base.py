@@ -118,3 +118,17 @@ def preflight(topo: TopologySpec, missing_bpf: Callable[[], str | None]) -> None
     machine cannot run."""
     for spec in topo.switches():
         choose(spec, topo, missing_bpf)
+
+
+def ovs_env(net: Any) -> dict[str, str]:
+    """With OVS switches, the variables that point the OVS tools at this run's daemons
+    (``ovs-vsctl`` typed in a node's shell reaches them, never the machine's)."""
+    spec = net.spec
+    uses_ovs = spec.datapath == "ovs" or any(
+        n.datapath == "ovs" for n in spec.nodes.values() if n.kind == "switch"
+    )
+    if not uses_ovs:
+        return {}
+    from fidelnet.kernel.ovs import run_env
+
+    return dict(run_env(net.run_id))

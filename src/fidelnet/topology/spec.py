@@ -378,6 +378,8 @@ class TopologySpec:
     sriov: list[SriovSpec] = field(default_factory=list)
     # Real interfaces given to nodes (fidelnet.hwlinks.attach_external)
     external: list[ExternalSpec] = field(default_factory=list)
+    # Time dilation factor of every node (fidelnet.vt); None: real time
+    tdf: float | None = None
     # Flows routed by their own path, not by destination (fidelnet.topology.flows)
     flows: list[FlowSpec] = field(default_factory=list)
 

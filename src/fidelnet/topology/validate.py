@@ -59,6 +59,7 @@ from fidelnet.topology.validate_openflow import check_openflow as _check_openflo
 from fidelnet.topology.validate_openflow import controller_problems
 from fidelnet.topology.validate_params import check_params as _check_params
 from fidelnet.topology.validate_params import param_problems
+from fidelnet.topology.validate_vt import check_tdf_spec
 
 __all__ = [
     "IFNAMSIZ",
@@ -110,6 +111,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_links,
         check_hardware,
         check_flows,
+        check_tdf_spec,
         _check_interfaces,
     )
     return [problem for check in checks for problem in check(spec)]
