@@ -101,9 +101,11 @@ HOST_TRIPLE = $(or $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p'),x86_64
 # The virtual-time clock shim (shim/vt.c), preloaded into dilated nodes' processes.
 VT_SHIM := build/shim/libfidelnet-vt.so
 
-$(VT_SHIM): shim/vt.c | apt-deps
+VT_SHIM_SRC := $(wildcard shim/vt*.c)
+
+$(VT_SHIM): $(VT_SHIM_SRC) shim/vt_internal.h | apt-deps
 	mkdir -p $(dir $@)
-	gcc -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -lpthread
+	gcc -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $(VT_SHIM_SRC) -ldl -lpthread
 
 native: venv $(BPF_OBJS) $(VT_SHIM)
 	install -D -C -m 0644 -t $(VENV)/share/fidelnet/bpf $(BPF_OBJS)

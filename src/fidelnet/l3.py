@@ -84,6 +84,15 @@ def static_arp(net: Network) -> None:
                 h.interior().add_neighbour(d.index, ip, mac)
 
 
+def ping_all(hosts: list[Node], timeout: float = 1.0) -> float:
+    """Ping between every ordered pair of ``hosts``; the percent dropped."""
+    results = ping_pairs(hosts, timeout)
+    if not results:
+        return 0.0
+    lost = sum(1 for ok in results.values() if not ok)
+    return 100.0 * lost / len(results)
+
+
 def ping_pairs(hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:
     """Ping between every ordered pair of ``hosts``: which answered."""
     results: dict[tuple[str, str], bool] = {}

@@ -21,14 +21,11 @@ import contextlib
 import logging
 import os
 import secrets
-import signal
-import threading
 import time
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fidelnet import dismantle, fastpath, hwlinks, l3, realize, switches
+from fidelnet import dismantle, fastpath, hwlinks, l3, realize, runsignals, switches
 from fidelnet.errors import NodeError, StateError, ValidationError
 from fidelnet.kernel import cgroups, launcher, limits, tc
 from fidelnet.kernel.netlink import Netlink
@@ -38,7 +35,7 @@ from fidelnet.links.choice import NEEDS_QDISCS, Choice
 from fidelnet.links.divert import divert_or_refuse
 from fidelnet.links.drivers import LinkDriver
 from fidelnet.links.engine import LinkEngine, engine_args_from_env
-from fidelnet.links.engine_link import XskBudget
+from fidelnet.links.engine_link import XskBudget, start_engine
 from fidelnet.nodes._base import NodeBackend
 from fidelnet.nodes.backends import make_backend
 from fidelnet.nodes.intf import Interface
@@ -50,6 +47,7 @@ from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
 from fidelnet.vt import run as vt_run
 from fidelnet.vt.page import TimePage
+from fidelnet.vt.reach import Watch
 
 __all__ = ["Network"]
 
@@ -92,6 +90,7 @@ class Network:
         self.sriov_pairs: list[tuple[str, str]] | None = None  # the VFs this run made
         self.external_done: set[int] = set()  # spec.external entries attached
         self.vt_page: TimePage | None = None  # the clock page of a dilated run (fidelnet.vt)
+        self.vt_watch: Watch | None = None  # programs it could not dilate (fidelnet.vt.reach)
         self._state: RunState | None = None
         self.cgroupfs: cgroups.CgroupFS = cgroups.CgroupFS(None, None, None, os.cpu_count() or 1)
         self._fabric: str | None = None
@@ -138,9 +137,13 @@ class Network:
         with virtual time, the clock shim (:mod:`fidelnet.vt.run`)."""
         return {**switches.ovs_env(self), **vt_run.env(self)}
 
-    def set_tdf(self, tdf: float) -> None:
-        """Change the time dilation factor of every node now (:mod:`fidelnet.vt`)."""
-        vt_run.set_tdf(self, tdf)
+    def set_tdf(self, tdf: float, reason: str = "set_tdf") -> None:
+        """Change the time dilation factor of every node and link now (:mod:`fidelnet.vt`)."""
+        vt_run.set_tdf(self, tdf, reason)
+
+    def tdf_now(self) -> float:
+        """The run's time dilation factor now (1.0 when it is not dilated)."""
+        return self.spec.tdf if self.spec.tdf is not None else 1.0
 
     def state_record(self, kind: str, **fields: Any) -> None:
         if self._state is None:
@@ -172,7 +175,7 @@ class Network:
         # Before the run's first namespace exists: nodes' shells copy it.
         with contextlib.suppress(NodeError):  # no launcher: shells will say so
             self.mount_template = launcher.MountTemplate.create(self._record_process)
-        self._install_handlers()
+        runsignals.install(self._old_handlers)
         atexit.register(self._atexit)
         log.debug("run %s: state in %s", self._state.run_id, self._state.path)
 
@@ -187,21 +190,6 @@ class Network:
         start = process_start_time(pid)
         if start is not None:
             self.state_record("process", pid=pid, start=start)
-
-    def _install_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) in (signal.SIG_DFL, None):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
-
-    def _restore_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig, old in self._old_handlers.items():
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, old)
-        self._old_handlers.clear()
 
     def _atexit(self) -> None:
         if self._state is not None:
@@ -345,18 +333,11 @@ class Network:
         return self._drivers[id(link)]
 
     def link_engine(self) -> LinkEngine:
-        """The run's link engine daemon, started on first use in the fabric namespace."""
+        """The run's link engine daemon, started on first use in the fabric namespace
+        (:func:`fidelnet.links.engine_link.start_engine`)."""
         if self.engine is None:
             self._fabric_netlink()
-            engine = LinkEngine(
-                self.run_id,
-                self._fabric,
-                self.state_record,
-                extra_args=self.engine_args,
-                threads=self.spec.engine_threads,
-            )
-            self.engine = engine
-            engine.start()
+            self.engine = start_engine(self, self._fabric)
         return self.engine
 
     def _fabric_netlink(self) -> Netlink:
@@ -409,6 +390,7 @@ class Network:
             )
         realize.realize_node(self, node)
         self.nodes[node.spec.name] = node
+        vt_run.node_added(self, node)
 
     def _create_link(self, link: LinkSpec) -> Link:
         intf_a, intf_b = self.realize_link(link)
@@ -484,7 +466,7 @@ class Network:
         for driver in self._drivers.values():
             driver.close()
         self._drivers.clear()
-        self._restore_handlers()
+        runsignals.restore(self._old_handlers)
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
 
@@ -501,15 +483,7 @@ class Network:
 
     def ping_all(self, timeout: float = 1.0) -> float:
         """Ping between every ordered pair of hosts; returns the percent dropped."""
-        results = self.ping_pairs(self.hosts, timeout)
-        if not results:
-            return 0.0
-        lost = sum(1 for ok in results.values() if not ok)
-        return 100.0 * lost / len(results)
+        return l3.ping_all(self.hosts, timeout)
 
     def ping_pairs(self, hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str], bool]:
         return l3.ping_pairs(hosts, timeout)
-
-
-def _raise_exit(signum: int, _frame: types.FrameType | None) -> None:
-    raise SystemExit(128 + signum)

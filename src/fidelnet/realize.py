@@ -124,10 +124,10 @@ def realize_link(
             driver = add_engine_link(net, link, choice, where)
             ia = nla.index(link.a_intf)
         elif choice.backend == "hw":
-            driver = TcDriver(choice, net.kernel_caps)
+            driver = TcDriver(choice, net.kernel_caps, net.tdf_now)
             ia = hwlinks.lend_pair(net, link)
         else:
-            driver = TcDriver(choice, net.kernel_caps)
+            driver = TcDriver(choice, net.kernel_caps, net.tdf_now)
             ia = nla.add_veth(link.a_intf, link.b_intf, nb.netns or ns.own_path())
     net.state_record("info", link=f"{link.a}:{link.a_intf}", **driver.describe())
     net._drivers[id(link)] = driver  # from here on, a rollback closes it

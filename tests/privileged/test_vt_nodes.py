@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,21 @@ def test_an_undilated_network_has_no_page_and_refuses_set_tdf() -> None:
         assert "LD_PRELOAD" not in net.node_env()
         with pytest.raises(StateError, match="no virtual time"):
             net.set_tdf(2.0)
+
+
+def test_a_static_program_in_a_dilated_node_is_named_in_the_provenance(tmp_path: Path) -> None:
+    import subprocess
+
+    from fidelnet.measure.provenance import collect
+
+    src = tmp_path / "s.c"
+    src.write_text("int main(void) { return 0; }\n")
+    prog = tmp_path / "static-prog"
+    subprocess.run(["gcc", "-static", "-o", str(prog), str(src)], check=True, timeout=60)
+    with Network(_pair(), tdf=2.0) as net:
+        net["h1"].cmd(str(prog))
+        net.set_tdf(3.0, reason="test")
+        vt = collect(net).virtual_time
+    assert vt["tdf"] == 3.0
+    assert [(e["tdf"], e["reason"]) for e in vt["timeline"]] == [(2.0, "start"), (3.0, "test")]
+    assert vt["unreached"] == [{"path": str(prog), "why": "static"}]

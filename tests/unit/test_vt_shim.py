@@ -136,9 +136,21 @@ def test_a_dilated_topology_refuses_what_virtual_time_does_not_reach_yet() -> No
     t = TopologySpec(tdf=4.0)
     t.add_node(NodeSpec("h1"))
     t.add_node(NodeSpec("h2", backend="qemu"))
-    t.add_link(LinkSpec("h1", "h2", params=LinkParams(bw=10e6)))
+    t.add_link(LinkSpec("h1", "h2", params=LinkParams(bw=10e6, delay=0.01)))
     got = [str(p) for p in problems(t)]
-    assert any(g.startswith("links[0].params: links that follow the time dilation") for g in got)
+    assert [g for g in got if g.startswith("links[")] == []  # shaped links follow the TDF
     assert any(g.startswith("nodes.h2.backend: virtual time reaches namespace nodes") for g in got)
     t.tdf = 0.0
     assert [p.field for p in problems(t)][:1] == ["tdf"]
+
+
+def test_tc_links_are_shaped_in_real_time_for_the_tdf() -> None:
+    from fidelnet.links.tcshape import dilated
+    from fidelnet.topology.spec import LinkParams
+
+    p = LinkParams(bw=10e9, delay=0.01, jitter=0.001, loss=1.0, max_queue_size=100)
+    real = dilated(p, 4.0)
+    assert (real.bw, real.delay, real.jitter) == (2.5e9, 0.04, 0.004)
+    assert (real.loss, real.max_queue_size) == (1.0, 100)
+    assert dilated(p, 1.0) is p
+    assert dilated(LinkParams(), 4.0).is_empty()

@@ -32,6 +32,7 @@ use crate::packets::schedule;
 use crate::pool::{Inbox, Pool};
 use crate::rtguard::{self, Pressure, RtGuard, Switch};
 use crate::timing::{Plan, Timing};
+use crate::vclock::VClock;
 
 pub(crate) use crate::state::{
     conn_token, tap_token, Conn, DirState, Link, CONN_READ_BUDGET, DIR_NAMES, KIND_CONN,
@@ -79,7 +80,13 @@ pub struct Daemon<O: Opener> {
     pub(crate) pool: Option<Pool>,
     /// Requests from the control loop, when this is one of its engine loops.
     pub(crate) inbox: Option<Inbox>,
+    /// The links' model clock: real, or a dilated run's virtual time.
+    pub(crate) clock: VClock,
 }
+
+/// The longest a dilated loop sleeps on its timer before it reads the clock
+/// page again (a TDF change is normally announced by a `clock` request).
+const MAX_DILATED_SLEEP_NS: u64 = 20_000_000;
 
 /// Stale heap entries tolerated beyond two per direction before a rebuild.
 const HEAP_SLACK: usize = 4096;
@@ -148,6 +155,7 @@ impl<O: Opener> Daemon<O> {
             segments: Vec::new(),
             pool: None,
             inbox: None,
+            clock: VClock::real(),
         })
     }
 
@@ -163,6 +171,12 @@ impl<O: Opener> Daemon<O> {
             .map_err(errno_io)?;
         d.inbox = Some(inbox);
         Ok(d)
+    }
+
+    /// Run every link's model on `clock` (virtual time: `crate::vclock`).
+    pub fn with_clock(mut self, clock: VClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Make this daemon the control loop of `pool`, which carries every link
@@ -193,7 +207,16 @@ impl<O: Opener> Daemon<O> {
         // Requests left from the last turn first (a share of each client's).
         self.serve_pending();
         let start = now_ns();
-        let next = self.next_deadline();
+        // Deadlines are model time; the timer and the spin lead are real.
+        let next = self.next_deadline().map(|d| {
+            let real = self.clock.real_at(d);
+            if self.clock.dilated() {
+                // A TDF change moves every deadline: look again soon.
+                real.min(start + MAX_DILATED_SLEEP_NS)
+            } else {
+                real
+            }
+        });
         let plan = self.timing.plan(start, next);
         let timeout = match plan {
             _ if self.any_pending() => EpollTimeout::ZERO,

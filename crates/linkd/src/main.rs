@@ -22,6 +22,7 @@ mod socket;
 mod state;
 mod tcx;
 mod timing;
+mod vclock;
 mod xsk;
 
 use std::fmt;
@@ -36,6 +37,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::daemon::{Config, Daemon};
 use crate::opener::KernelOpener;
 use crate::pool::Pool;
+use crate::vclock::VClock;
 
 /// Write one line to stderr, prefixed with the program's name. A broken
 /// stderr is ignored: logging must never stop the daemon.
@@ -135,6 +137,13 @@ struct Cli {
           value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
 
+    /// Run every link in the virtual time of this clock page (a dilated run:
+    /// the same page the nodes' clock shim reads). Rates, delays and lateness
+    /// are then per virtual second; the page's TDF may change while running
+    /// (send a `clock` request after a change so that every loop re-arms).
+    #[arg(long, value_name = "PATH")]
+    clock_page: Option<PathBuf>,
+
     /// Queue limit, in packets, for a direction that sets neither
     /// queue_packets nor queue_bytes (0: leave such queues unlimited).
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -207,16 +216,21 @@ fn run(cli: &Cli) -> Result<(), String> {
         realtime: (cli.realtime_priority, granted),
         chunk_ns: cli.chunk_us * 1000,
     };
+    let clock = match &cli.clock_page {
+        Some(p) => VClock::open(p).map_err(|e| format!("--clock-page {}: {e}", p.display()))?,
+        None => VClock::real(),
+    };
     let (listener, mut socket_file) = socket::bind(&cli.control)?;
     let mut daemon = Daemon::new(opener, config, Some(listener), Some(signals))
-        .map_err(|e| format!("cannot set up the event loop: {e}"))?;
+        .map_err(|e| format!("cannot set up the event loop: {e}"))?
+        .with_clock(clock.clone());
     if cli.threads > 1 {
         let offload = cli.offload == "on";
         let make = move || {
             KernelOpener::new(offload)
                 .map_err(|e| format!("cannot open the own network namespace: {e}"))
         };
-        let pool = Pool::start(cli.threads.into(), config, make)
+        let pool = Pool::start(cli.threads.into(), config, &clock, make)
             .map_err(|e| format!("cannot start the engine loops: {e}"))?;
         daemon = daemon.with_pool(pool);
     }

@@ -41,7 +41,19 @@ impl<O: Opener> Daemon<O> {
             Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
+            Request::Clock => Ok(self.clock_report()),
         }
+    }
+
+    /// The model clock: its factor, model time and real time now.
+    pub(crate) fn clock_report(&self) -> Map<String, Value> {
+        let view = self.clock.view();
+        fields(json!({
+            "dilated": self.clock.dilated(),
+            "tdf": view.tdf,
+            "model_now_ns": self.clock.now(),
+            "now_ns": now_ns(),
+        }))
     }
 
     fn lookup(&self, name: &str) -> Result<u64, String> {
@@ -140,7 +152,7 @@ impl<O: Opener> Daemon<O> {
             req.ba.map(|p| self.prepare(p, "ba")).transpose()?,
         ];
         let link = self.links.get_mut(&id).expect("names and links agree");
-        let now = now_ns();
+        let now = self.clock.now();
         let mut applied: Vec<(usize, DirectionParams)> = Vec::new();
         for (i, params) in new.into_iter().enumerate() {
             let Some(params) = params else { continue };
@@ -174,7 +186,9 @@ impl<O: Opener> Daemon<O> {
     ) -> Result<Map<String, Value>, String> {
         let id = self.lookup(name)?;
         let link = self.links.get_mut(&id).expect("names and links agree");
-        let now = now_ns();
+        let now = self.clock.now();
+        // The caller plans in real CLOCK_MONOTONIC; the model runs in its own.
+        let at_ns = at_ns.map(|at| self.clock.at(at));
         // A planned change is applied by link-core at its own instant, however
         // late the loop wakes for it: an arrival stamped before it finds the old
         // state, one stamped at or after it the new (docs/linkd.md).
@@ -196,7 +210,8 @@ impl<O: Opener> Daemon<O> {
         // The instant it takes effect (CLOCK_MONOTONIC ns): the truth an outage
         // measured from the packets is held against (docs/events.md).
         let mut out = Map::new();
-        out.insert("applied_ns".to_owned(), Value::from(at.unwrap_or(now)));
+        let applied = at.map_or_else(now_ns, |at| self.clock.real_at(at));
+        out.insert("applied_ns".to_owned(), Value::from(applied));
         out.insert("planned".to_owned(), Value::from(at.is_some()));
         Ok(out)
     }
@@ -331,6 +346,9 @@ impl<O: Opener> Daemon<O> {
         let mut out = Map::new();
         let now = now_ns();
         out.insert("now_ns".to_owned(), now.into());
+        if self.clock.dilated() {
+            out.insert("clock".to_owned(), Value::Object(self.clock_report()));
+        }
         let mut engine = self.timing.report(now);
         engine["realtime"] = self.rt.report(now);
         out.insert("engine".to_owned(), engine);

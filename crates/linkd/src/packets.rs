@@ -11,6 +11,7 @@ use crate::daemon::{now_ns, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
 use crate::endpoint::{Endpoint, Opener};
 use crate::ingress::{self, Ingress};
 use crate::log;
+use crate::vclock::VClock;
 
 impl<O: Opener> Daemon<O> {
     /// Read up to `batch` frames from endpoint `side` of link `id` and push
@@ -33,10 +34,10 @@ impl<O: Opener> Daemon<O> {
                     // The kernel's arrival stamp where the endpoint has one
                     // (never later than now; a stamp more than a second old
                     // is not believed).
-                    let now = match link.ends[side].rx_stamp() {
+                    let now = self.clock.at(match link.ends[side].rx_stamp() {
                         Some(t) if t <= read && read - t < 1_000_000_000 => t,
                         _ => read,
-                    };
+                    });
                     let frame = &self.buf[..n];
                     pushed = true;
                     let at = Ingress {
@@ -74,7 +75,7 @@ impl<O: Opener> Daemon<O> {
     /// across links (see [`release`]).
     pub fn poll_departures(&mut self) {
         loop {
-            let now = now_ns();
+            let now = self.clock.now();
             let Some(&Reverse((due, id, i))) = self.deadlines.peek() else {
                 break;
             };
@@ -89,7 +90,7 @@ impl<O: Opener> Daemon<O> {
                 continue; // stale: the direction was rescheduled
             }
             link.dirs[i].scheduled = None;
-            let sent = release(link, i);
+            let sent = release(link, i, &self.clock);
             schedule(&mut self.deadlines, id, i, &mut link.dirs[i]);
             if sent == 0 && link.dirs[i].scheduled.is_some_and(|d| d <= now) {
                 // The model advanced without a departure and is due again:
@@ -125,11 +126,11 @@ pub(crate) fn schedule(
 /// deadline the frame was taken out of the model), measured just before the
 /// write; the write's own cost is the same for every frame and shows in
 /// throughput, not here.
-fn release<E: Endpoint>(link: &mut Link<E>, i: usize) -> usize {
+fn release<E: Endpoint>(link: &mut Link<E>, i: usize, clock: &VClock) -> usize {
     let mut sent = 0;
     let st = &mut link.dirs[i];
     loop {
-        let now = now_ns();
+        let now = clock.now();
         match st.dir.next_deadline() {
             Some(d) if d <= now => {}
             _ => break,

@@ -37,6 +37,7 @@ use crate::daemon::{errno_io, Config, Daemon};
 use crate::endpoint::Opener;
 use crate::log;
 use crate::protocol::Request;
+use crate::vclock::VClock;
 
 /// A request's reply.
 pub(crate) type Reply = Result<Map<String, Value>, String>;
@@ -72,8 +73,8 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// Start `n` engine loops. `make` builds each loop's opener, in the
-    /// loop's own thread.
-    pub(crate) fn start<O, F>(n: usize, config: Config, make: F) -> io::Result<Self>
+    /// loop's own thread; every loop runs its links on `clock`.
+    pub(crate) fn start<O, F>(n: usize, config: Config, clock: &VClock, make: F) -> io::Result<Self>
     where
         O: Opener,
         F: Fn() -> Result<O, String> + Send + Clone + 'static,
@@ -93,6 +94,7 @@ impl Pool {
                 wake: wake.clone(),
             };
             let make = make.clone();
+            let clock = clock.clone();
             // Reports whether the loop could be set up.
             let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
             let thread = std::thread::Builder::new()
@@ -100,6 +102,7 @@ impl Pool {
                 .spawn(move || {
                     let daemon = make().and_then(|opener| {
                         Daemon::new_worker(opener, config, inbox)
+                            .map(|d| d.with_clock(clock))
                             .map_err(|e| format!("cannot set up the event loop: {e}"))
                     });
                     let mut daemon = match daemon {
@@ -208,6 +211,14 @@ impl Pool {
                 }
                 Ok(merge_stats(replies))
             }
+            Request::Clock => {
+                // Every loop re-reads the page and re-arms its timer.
+                let mut last = Map::new();
+                for i in 0..self.workers.len() {
+                    last = self.ask(i, Request::Clock)?;
+                }
+                Ok(last)
+            }
             Request::Hello | Request::Shutdown => {
                 Err("internal: hello and shutdown are the control loop's own".to_owned())
             }
@@ -251,7 +262,9 @@ fn merge_stats(replies: Vec<Map<String, Value>>) -> Map<String, Value> {
     let mut links = Map::new();
     let mut now = 0u64;
     let mut engines = Vec::new();
+    let mut clock = None;
     for mut r in replies {
+        clock = r.remove("clock").or(clock);
         let mut carried = 0;
         if let Some(Value::Object(l)) = r.remove("links") {
             carried = l.len();
@@ -267,6 +280,9 @@ fn merge_stats(replies: Vec<Map<String, Value>>) -> Map<String, Value> {
     }
     let mut out = Map::new();
     out.insert("now_ns".to_owned(), now.into());
+    if let Some(c) = clock {
+        out.insert("clock".to_owned(), c);
+    }
     out.insert("engine".to_owned(), merge_engine(engines));
     out.insert("links".to_owned(), Value::Object(links));
     out

@@ -21,6 +21,7 @@ pub const OPS: &[&str] = &[
     "divert",
     "remove_link",
     "stats",
+    "clock",
     "shutdown",
 ];
 
@@ -29,6 +30,9 @@ pub const OPS: &[&str] = &[
 pub enum Request {
     /// Identify the daemon.
     Hello,
+    /// The model clock now (and, for a dilated run, a prompt to re-read its
+    /// page: every loop re-arms its timer).
+    Clock,
     /// Create a link and its two endpoints.
     AddLink(AddLink),
     /// Replace the parameters of one or both directions of a link.
@@ -188,6 +192,10 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
         "stats" => Request::Stats {
             link: body_of::<StatsBody>(&op, body)?.link,
         },
+        "clock" => {
+            body_of::<Empty>(&op, body)?;
+            Request::Clock
+        }
         "shutdown" => {
             body_of::<Empty>(&op, body)?;
             Request::Shutdown

@@ -11,11 +11,15 @@ use serde_json::{json, Value};
 use crate::daemon::{now_ns, Config, Daemon};
 use crate::pool::{merge_engine, Pool};
 use crate::tests::{add, error, ok, FakeOpener};
+use crate::vclock::VClock;
 
 fn threaded(n: usize) -> (Daemon<FakeOpener>, FakeOpener) {
     let opener = FakeOpener::default();
     let theirs = opener.clone();
-    let pool = Pool::start(n, Config::default(), move || Ok(theirs.clone())).unwrap();
+    let pool = Pool::start(n, Config::default(), &VClock::real(), move || {
+        Ok(theirs.clone())
+    })
+    .unwrap();
     let d = Daemon::new(opener.clone(), Config::default(), None, None)
         .unwrap()
         .with_pool(pool);

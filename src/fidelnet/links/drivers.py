@@ -41,6 +41,10 @@ def _nothing() -> None:
     return None
 
 
+def _undilated() -> float:
+    return 1.0
+
+
 @dataclass
 class StatePlan:
     """A link going down or up at an instant known ahead, ``at_ns``
@@ -128,11 +132,19 @@ class LinkDriver:
 
 
 class TcDriver(LinkDriver):
-    """Kernel qdiscs (or, until something is asked, a bare veth pair)."""
+    """Kernel qdiscs (or, until something is asked, a bare veth pair). In a dilated
+    run, ``tdf`` gives the factor now: rates are divided by it, delays multiplied
+    (:func:`fidelnet.links.tcshape.dilated`)."""
 
-    def __init__(self, choice: Choice, caps: Callable[[], frozenset[str]]) -> None:
+    def __init__(
+        self,
+        choice: Choice,
+        caps: Callable[[], frozenset[str]],
+        tdf: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__(choice)
         self.caps = caps  # probed on first need: a bare veth link may never ask
+        self.tdf = tdf or _undilated
         # Keyed by (node, interface index): indexes repeat across namespaces.
         self._whole_packets: set[tuple[str, int]] = set()  # segmentation off
         self._counters: dict[tuple[str, int], int] = {}  # BPF loss counter maps
@@ -176,8 +188,9 @@ class TcDriver(LinkDriver):
                 counter = self._counters.get(key)
                 if counter is None:
                     counter = self._counters[key] = bpf.counter()
+            real = tcshape.dilated(params, self.tdf())
             tcshape.apply(
-                nl, intf.index, params, change=not initial, bpf_loss=in_bpf, counter_fd=counter
+                nl, intf.index, real, change=not initial, bpf_loss=in_bpf, counter_fd=counter
             )
             if self.choice.backend == "veth":
                 self.choice = Choice("tc", "shaped at runtime")

@@ -16,6 +16,7 @@ from fidelnet.links.endpoints import (
     choose_endpoint,
     xsk_peer_name,
 )
+from fidelnet.links.engine import LinkEngine
 from fidelnet.links.engine_params import direction_seed
 from fidelnet.topology.spec import LinkSpec
 
@@ -23,7 +24,21 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
 
-__all__ = ["XskBudget", "add_engine_link"]
+__all__ = ["XskBudget", "add_engine_link", "start_engine"]
+
+
+def start_engine(net: Network, netns: str | None) -> LinkEngine:
+    """Start the run's linkd in ``netns``. A dilated run's engine reads the run's
+    clock page (``--clock-page``): its links' rates, delays and lateness are then in
+    virtual time, and follow every TDF change (:mod:`fidelnet.vt`)."""
+    args = list(net.engine_args)
+    if net.vt_page is not None:
+        args += ["--clock-page", str(net.vt_page.path)]
+    engine = LinkEngine(
+        net.run_id, netns, net.state_record, extra_args=args, threads=net.spec.engine_threads
+    )
+    engine.start()
+    return engine
 
 
 class XskBudget:

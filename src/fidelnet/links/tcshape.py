@@ -17,6 +17,7 @@ tc_gaps` has already refused what this backend cannot do.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -24,11 +25,25 @@ from fidelnet.kernel import bpf, tc
 from fidelnet.kernel.netlink import Netlink
 from fidelnet.topology.spec import LinkParams
 
-__all__ = ["DEFAULT_QUEUE", "apply", "netem_options"]
+__all__ = ["DEFAULT_QUEUE", "apply", "dilated", "netem_options"]
 
 DEFAULT_QUEUE = 1000
 """Packets a shaped queue holds when no limit is given (Linux's txqueuelen)."""
 _MTU_FRAME = 1514
+
+
+def dilated(params: LinkParams, tdf: float) -> LinkParams:
+    """``params`` in real time for a run dilated by ``tdf`` (:mod:`fidelnet.vt`): the
+    rate divided by it, delay and jitter multiplied, so that the dilated nodes see
+    the rate and delays asked. Queue limits, loss and the rest are unchanged."""
+    if tdf == 1.0:
+        return params
+    return dataclasses.replace(
+        params,
+        bw=None if params.bw is None else params.bw / tdf,
+        delay=None if params.delay is None else params.delay * tdf,
+        jitter=None if params.jitter is None else params.jitter * tdf,
+    )
 
 
 def netem_options(params: LinkParams, bpf_loss: bool = False) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fidelnet._version import __version__
 from fidelnet.errors import StateError
 from fidelnet.fidelity.machine import Machine, machine
+from fidelnet.vt import run as vt_run
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -49,6 +50,10 @@ class Provenance(BaseModel):
     memory (``memory_mb``) and the QEMU process's resident memory (``rss_kib``), the
     guest image's content hash (``image``), its disk image, its clock's offset and
     uncertainty."""
+    virtual_time: dict[str, Any] = Field(default_factory=dict)
+    """A dilated run's time dilation: ``tdf`` now, its ``timeline`` (each factor
+    with when and why it was set) and the programs that ran ``unreached`` by the
+    clock shim (static binaries, Go), each with its path and why."""
 
 
 def tool_version(argv: list[str]) -> str | None:
@@ -84,6 +89,7 @@ def collect(
     """Provenance for a result measured now, on ``net`` if given."""
     backends: dict[str, int] = {}
     vms: dict[str, dict[str, Any]] = {}
+    vt: dict[str, Any] = {}
     run_id = topo = None
     seed = None
     if net is not None:
@@ -93,6 +99,7 @@ def collect(
         counts.update("fastpath:xdp" for _name in getattr(net, "fastpath", {}))
         backends = dict(sorted(counts.items()))
         vms = _vms(net)
+        vt = vt_run.describe(net)
         topo = topology_hash(net.spec)
         seed = net.seed
         try:
@@ -109,6 +116,7 @@ def collect(
         seed=seed,
         machine=machine(),
         vms=vms,
+        virtual_time=vt,
     )
 
 

@@ -1,5 +1,6 @@
 """Checks of a dilated topology (``TopologySpec.tdf``, :mod:`fidelnet.vt`): the factor,
-and what virtual time does not reach yet, refused rather than run wrongly."""
+and what virtual time does not reach yet (VM nodes), refused rather than run wrongly.
+A run has one factor, so no link can join two different ones."""
 
 from __future__ import annotations
 
@@ -20,14 +21,6 @@ def check_tdf_spec(spec: TopologySpec) -> Iterator[ValidationError]:
     except ValidationError as exc:
         yield exc
         return
-    for i, link in enumerate(spec.links):
-        if not (link.direction(link.a).is_empty() and link.direction(link.b).is_empty()):
-            yield ValidationError(
-                f"links[{i}].params",
-                "links that follow the time dilation factor are not built yet: with tdf, "
-                "links must be unshaped for now (docs/virtual-time.md)",
-                "tdf",
-            )
     for name, node in spec.nodes.items():
         if node.backend != "netns":
             yield ValidationError(

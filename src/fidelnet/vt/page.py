@@ -60,6 +60,8 @@ class TimePage:
         finally:
             os.close(fd)
         self._seq = 0
+        self.history: list[tuple[float, float, str]] = [(time.time(), self.tdf, "start")]
+        """Every factor the page has had: (wall-clock time, TDF, why), oldest first."""
         self._lock()
         now = [time.clock_gettime_ns(c) for c in _CLOCKS]
         self._anchors = [(r, r) for r in now]
@@ -86,9 +88,10 @@ class TimePage:
         real, virt = self._anchors[i]
         return virt + int((time.clock_gettime_ns(_CLOCKS[i]) - real) / self.tdf)
 
-    def set_tdf(self, tdf: float) -> None:
+    def set_tdf(self, tdf: float, reason: str = "set_tdf") -> None:
         """Change the TDF now: every clock keeps the virtual time it has at this real
-        instant and goes on at the new rate (no jump, never backwards)."""
+        instant and goes on at the new rate (no jump, never backwards). ``reason``
+        goes into :attr:`history`."""
         new = check_tdf(tdf)
         self._lock()
         anchors = []
@@ -99,6 +102,7 @@ class TimePage:
         self._anchors = anchors
         self.tdf = new
         self._publish()
+        self.history.append((time.time(), new, reason))
 
     def close(self) -> None:
         self._map.close()

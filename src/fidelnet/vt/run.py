@@ -1,30 +1,53 @@
 """Virtual time for a run (issue 11): the run's clock page, and what its nodes'
-processes get to see it.
+processes and links do to follow it.
 
 A network built with ``tdf`` (``Network(spec, tdf=4)``, ``TopologySpec.tdf``) has one
 :class:`~fidelnet.vt.page.TimePage`, a file in the state directory recorded before it
-exists, and every process started in one of its nodes (shells, ``cmd``, ``popen``,
-their children) has the clock shim preloaded on it. ``Network.set_tdf`` changes the
-factor for all of them at one instant.
+exists, and:
 
-Not there yet (docs/virtual-time.md): links that follow the TDF (so a dilated
-topology's links must be unshaped for now: validation says so), VM nodes, kernel
-timestamps, static binaries.
+- every process started in one of its nodes (shells, ``cmd``, ``popen``, their
+  children) has the clock shim preloaded on it;
+- its link engine reads the same page (``fidelnet-linkd --clock-page``): engine
+  links run their rates, delays and queues in virtual time;
+- its ``tc`` links are shaped at the rate divided by the TDF, delays multiplied
+  (:func:`fidelnet.links.tcshape.dilated`);
+- each node's namespace has ``net.ipv4.tcp_rto_min_us`` scaled by the TDF, so that
+  TCP's minimum retransmission timeout is 200 virtual ms (it applies to sockets
+  opened after it is set).
+
+``Network.set_tdf`` changes the factor of every node and engine link at one instant
+(one write of the page), then re-shapes the ``tc`` links and rescales the RTO.
+
+Programs the shim cannot reach (static binaries, Go) are found as they start
+(:mod:`fidelnet.vt.reach`): a warning, and the result's provenance (:func:`describe`).
+
+Not there yet (docs/virtual-time.md): VM nodes.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fidelnet.errors import StateError
+from fidelnet.errors import FidelnetError, StateError
 from fidelnet.kernel.state import STATE_DIR
+from fidelnet.links.drivers import TcDriver
 from fidelnet.vt.page import TimePage, check_tdf, shim_path
+from fidelnet.vt.reach import Watch
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
+    from fidelnet.nodes.node import Node
 
-__all__ = ["env", "open_page", "set_tdf"]
+__all__ = ["RTO_MIN_US", "describe", "env", "node_added", "open_page", "set_tdf"]
+
+log = logging.getLogger("fidelnet")
+
+RTO_MIN_US = 200_000
+"""Linux's minimum TCP retransmission timeout (``TCP_RTO_MIN``), in µs."""
+_RTO_KEY = "net.ipv4.tcp_rto_min_us"
 
 
 def open_page(net: Network) -> None:
@@ -35,6 +58,9 @@ def open_page(net: Network) -> None:
     path = os.path.join(STATE_DIR, f"{net.run_id}-vt.page")
     net.state_record("file", path=path)
     net.vt_page = TimePage(path, net.spec.tdf)
+    watch = os.path.join(STATE_DIR, f"{net.run_id}-vt.log")
+    net.state_record("file", path=watch)
+    net.vt_watch = Watch(watch)
 
 
 def env(net: Network) -> dict[str, str]:
@@ -43,16 +69,68 @@ def env(net: Network) -> dict[str, str]:
     page = net.vt_page
     if page is None:
         return {}
-    return {"LD_PRELOAD": shim_path(), "FIDELNET_VT_PAGE": str(page.path)}
+    out = {"LD_PRELOAD": shim_path(), "FIDELNET_VT_PAGE": str(page.path)}
+    if net.vt_watch is not None:
+        out["FIDELNET_VT_LOG"] = net.vt_watch.path
+    return out
 
 
-def set_tdf(net: Network, tdf: float) -> None:
-    """Change the run's TDF now: every node's clocks go on from where they are."""
+def node_added(net: Network, node: Node) -> None:
+    """A node of a dilated run now exists: scale its TCP minimum RTO."""
+    if net.vt_page is not None:
+        _scale_rto(node, net.vt_page.tdf)
+
+
+def _scale_rto(node: Node, tdf: float) -> None:
+    if node.netns is None or node.kind == "switch":
+        return  # never the machine's own namespace; switches hold no sockets
+    try:
+        node.interior().write_sysctl(_RTO_KEY, str(max(1, round(RTO_MIN_US * tdf))))
+    except (OSError, FidelnetError) as exc:  # an older kernel: fixed per machine
+        log.warning("%s: cannot scale the TCP minimum RTO to the TDF: %s", node.name, exc)
+
+
+def describe(net: Network) -> dict[str, Any]:
+    """A dilated run's virtual time for a result's provenance: the TDF now, every
+    factor it had (wall-clock time, TDF, why) and the programs that ran undilated;
+    empty for an undilated run."""
+    page = net.vt_page
+    if page is None:
+        return {}
+    unreached = net.vt_watch.poll() if net.vt_watch is not None else []
+    return {
+        "tdf": page.tdf,
+        "timeline": [
+            {
+                "at": _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(),
+                "tdf": f,
+                "reason": why,
+            }
+            for t, f, why in page.history
+        ],  # fmt: skip
+        "unreached": [{"path": u.path, "why": u.why} for u in unreached],
+    }
+
+
+def set_tdf(net: Network, tdf: float, reason: str = "set_tdf") -> None:
+    """Change the run's TDF now: every node's clocks and every engine link go on
+    from where they are (one write of the page); then the ``tc`` links are shaped
+    for the new factor and the nodes' TCP minimum RTO rescaled."""
     value = check_tdf(tdf)
     if net.vt_page is None:
         raise StateError(
             "this run has no virtual time: build it with tdf (Network(spec, tdf=1.0) "
             "to change the factor later)"
         )
-    net.vt_page.set_tdf(value)
+    net.vt_page.set_tdf(value, reason)
     net.spec.tdf = value
+    engine = net.engine
+    if engine is not None and engine.alive():
+        engine.request("clock")  # every engine loop re-arms its timer now
+    for link in net.links:
+        if isinstance(link.driver, TcDriver):
+            ab, ba = link.params("ab"), link.params("ba")
+            if not (ab.is_empty() and ba.is_empty()):
+                link.driver.apply((link.intf1, link.intf2), ab, ba, link.where)
+    for node in net.nodes.values():
+        _scale_rto(node, value)

@@ -1,0 +1,85 @@
+"""Links follow virtual time (issue 11): in a network dilated by a TDF, engine links
+run their rate and delay in the nodes' virtual time (linkd reads the run's clock
+page), tc links are shaped at the rate divided by the TDF, and each node's TCP
+minimum RTO is scaled. Programs in the nodes see the configured network: ping over
+a 10 ms engine link prints a 20 ms RTT, iperf3 over a link configured at 10 Gbit/s
+(2.5 Gbit/s of real time at TDF 4) reports about 10 Gbit/s."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from fidelnet import Network
+from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import LinkParams
+
+pytestmark = pytest.mark.privileged
+
+_WIRE = 1448 / 1514  # TCP goodput per byte on the wire (1500-byte MTU, timestamps)
+
+
+def _pair(backend: str, params: LinkParams) -> TopologySpec:
+    t = TopologySpec()
+    t.add_node(NodeSpec("h1", ip="10.0.0.1/24"))
+    t.add_node(NodeSpec("h2", ip="10.0.0.2/24"))
+    t.add_link(LinkSpec("h1", "h2", backend=backend, params=params))
+    return t
+
+
+def _rtt_ms(out: str) -> tuple[float, float]:
+    m = re.search(r"= ([\d.]+)/([\d.]+)/", out)
+    assert m, out
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_ping_over_a_dilated_engine_link_prints_the_configured_rtt() -> None:
+    with Network(_pair("engine", LinkParams(delay=0.010)), tdf=4.0) as net:
+        h1 = net["h1"]
+        h1.cmd("ping -c 1 -W 5 10.0.0.2")  # neighbour discovery
+        began = time.monotonic()
+        low, avg = _rtt_ms(h1.cmd("ping -c 3 -i 0.2 -W 5 10.0.0.2"))
+        wall = time.monotonic() - began
+        assert low >= 19.5 and avg <= 23, (low, avg)  # 2 x 10 virtual ms
+        assert wall >= 0.95 * 4 * (2 * 0.2 + 0.02), wall  # 4x the virtual span
+        net.set_tdf(2.0)  # in flight or not, the link's delay stays 10 virtual ms
+        low, avg = _rtt_ms(h1.cmd("ping -c 3 -i 0.2 -W 5 10.0.0.2"))
+        assert low >= 19.5 and avg <= 23, (low, avg)
+        stats = net.links[0].stats()
+        assert stats["ab"]["tx_packets"] >= 7
+
+
+def _iperf(net: Network, seconds: int = 3) -> float:
+    h1, h2 = net["h1"], net["h2"]
+    server = h2.popen(["iperf3", "-s", "-1"])
+    try:
+        time.sleep(0.5)
+        out = h1.cmd(f"iperf3 -c 10.0.0.2 -t {seconds} -O 1 -J")
+    finally:
+        server.wait(timeout=60)
+    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+
+
+def test_iperf3_over_a_10_gbit_engine_link_at_tdf_4_reports_10_gbit() -> None:
+    rate = 10e9
+    with Network(_pair("engine", LinkParams(bw=rate)), tdf=4.0) as net:
+        got = _iperf(net)
+    # Within 5% of the configured rate on the wire (goodput excludes the headers).
+    assert got >= 0.95 * rate * _WIRE, got / 1e9
+    assert got <= rate, got / 1e9
+
+
+def test_a_dilated_tc_link_is_shaped_at_the_real_rate_and_follows_set_tdf() -> None:
+    rate = 400e6
+    with Network(_pair("tc", LinkParams(bw=rate)), tdf=4.0) as net:
+        h1 = net["h1"]
+        assert "rate 100Mbit" in h1.cmd("tc class show dev h1-eth0")
+        got = _iperf(net, 2)
+        assert 0.95 * rate * _WIRE <= got <= rate * 1.02, got / 1e6
+        assert h1.cmd("sysctl -n net.ipv4.tcp_rto_min_us").strip() == "800000"
+        net.set_tdf(2.0)
+        assert "rate 200Mbit" in h1.cmd("tc class show dev h1-eth0")
+        assert net["h2"].cmd("sysctl -n net.ipv4.tcp_rto_min_us").strip() == "400000"
