@@ -106,3 +106,20 @@ def test_two_vm_hosts_around_a_namespace_router(tmp_path: Path) -> None:
     assert {c.status for c in checks.values()} == {"passed"}, checks
     p50 = float(checks["latency-load"].measured.split()[2])
     assert 5.0 <= p50 < 30.0  # 5 ms configured on h1-r1, plus the guests' own time
+
+
+def test_a_dilated_scenario_measures_the_configured_network(tmp_path: Path) -> None:
+    """``tdf: 4``: pktgen's latency over a 2 ms engine link is 2 ms of virtual time
+    (its send stamps and the kernel's receive stamps are both virtual), and the
+    result's provenance and report carry the TDF."""
+    import json
+
+    p = _test(tmp_path, "dilated.yaml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    load = json.loads((tmp_path / "out" / "dilated" / "run-1" / "load.json").read_text())
+    vt = load["provenance"]["virtual_time"]
+    assert vt["tdf"] == 4.0 and vt["unreached"] == []
+    checks = {c.name: c for s in parse_junit(tmp_path / "out" / "junit.xml") for c in s.checks}
+    p50 = float(checks["latency-load"].measured.split()[2])
+    assert 2.0 <= p50 <= 2.5, p50
+    assert "TDF 4 (start)" in (tmp_path / "out" / "report.html").read_text()

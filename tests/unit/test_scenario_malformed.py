@@ -106,6 +106,8 @@ CASES: list[tuple[str, str, str]] = [
     ("engine-endpoint-unknown.yaml", "4:3", "topology.engine_endpoint: unknown value"),
     ("engine-threads-0.yaml", "4:3", "topology.engine_threads: must be at least 1 (got 0)"),
     ("expect-exit-300.yaml", "9:33", "setup[0].expect_exit: must be at most 255"),
+    ("tdf-0.yaml", "4:3", "topology.tdf: must be greater than 0"),
+    ("tdf-too-big.yaml", "4:3", "topology.tdf: must be at most 1000"),
     ("ipv6-not-bool.yaml", "4:3", "topology.ipv6: must be true or false"),
     (
         "fastpath-on-host.yaml",

@@ -164,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
         default="on",
         help="off: IPv6 off in every node (big IPv4-only topologies build faster)",
     )
+    add(
+        "--tdf",
+        default=None,
+        help="time dilation factor: every node's clocks and every link run TDF times "
+        "slower in real time (docs/virtual-time.md)",
+    )
     add("-v", "--verbosity", default="info", choices=list(mlog.LEVELS))
     add("--innamespace", action="store_true", help="(accepted; warns)")
     add("--listenport", type=int, default=6654, help="(accepted)")
@@ -293,6 +299,8 @@ def parse(argv: list[str]) -> MnSetup:
     setup = MnSetup(options=opts)
     if opts.script or opts.clean or opts.version:
         return setup
+    if opts.tdf is not None:
+        opts.tdf = _tdf(opts.tdf)
     custom = _load_custom(opts.custom)
     setup.topos = custom["topos"]
     setup.tests = _tests(opts.test)
@@ -315,6 +323,16 @@ def parse(argv: list[str]) -> MnSetup:
     setup.link_params = lp or LinkParams()
     setup.topo = _topo(opts.topo, setup.topos)
     return setup
+
+
+def _tdf(text: str) -> float:
+    from fidelnet.vt.page import check_tdf
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValidationError("--tdf", "must be a number", text) from None
+    return check_tdf(value, "--tdf")
 
 
 def _is_tc_link(cls: Any) -> bool:
@@ -404,6 +422,7 @@ def _run_network(setup: MnSetup) -> int:
         ipv6=opts.ipv6 == "on",
         waitConnected=wait,
         listenPort=None if opts.nolistenport else opts.listenport,
+        tdf=opts.tdf,
     )
     ok = True
     try:

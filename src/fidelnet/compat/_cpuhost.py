@@ -25,6 +25,7 @@ class CPULimitedHost(Host):
 
     inited = True
     fn_cpu_limited = True
+    fn_extra_params = ("period_us",)  # read by __init__ from its keywords
     rtprio = _core.RT_PRIORITY
 
     def __init__(self, name: str, sched: str = "cfs", **kwargs: Any) -> None:

@@ -10,6 +10,7 @@ from fidelnet import realize
 from fidelnet.compat import _context
 from fidelnet.compat._node import Node
 from fidelnet.compat.log import error, info
+from fidelnet.kernel import procfs
 
 __all__ = ["WAIT_CONNECTED_S", "NetRunning"]
 
@@ -51,14 +52,24 @@ class NetRunning:
     hosts: list[Any]
     links: list[Any]
     nameToNode: dict[str, Any]
+    _cpu_start: dict[int, procfs.CpuTimes]
 
     def build(self) -> None:
         raise NotImplementedError
+
+    @property
+    def cpu_usage(self) -> float:
+        """VT-Mininet's ``net.cpu_usage``: the share of the machine's CPU time (all
+        cores, in percent) spent busy since the network started, interrupts and
+        softirqs included."""
+        shares = procfs.busy_share(self._cpu_start, procfs.cpu_times())
+        return 100.0 * sum(shares.values()) / len(shares) if shares else 0.0
 
     def start(self) -> None:
         """Start controllers (no-ops) and switches; wait for spanning trees to settle."""
         if not self.built:
             self.build()
+        self._cpu_start = procfs.cpu_times()  # what cpu_usage counts from
         self.fn_net.start_nodes()  # VM hosts added since the build
         info("*** Starting controller\n")
         for controller in self.controllers:

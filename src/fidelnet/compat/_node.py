@@ -26,11 +26,14 @@ from fidelnet.errors import ValidationError
 from fidelnet.nodes import node as _core
 from fidelnet.nodes.shell import Shell
 from fidelnet.topology.spec import NodeSpec
+from fidelnet.vt import run as vt_run
 
 __all__ = ["Host", "Node", "Router"]
 
 # Parameters every node accepts besides those its methods name.
-_NODE_PARAMS = frozenset({"name", "inNamespace", "privateDirs", "waitExited", "isSwitch", "cls"})
+_NODE_PARAMS = frozenset(
+    {"name", "inNamespace", "privateDirs", "waitExited", "isSwitch", "cls", "tdf"}
+)
 
 
 def _cidr(ip: Any, prefix: int = 8) -> Any:
@@ -79,6 +82,10 @@ class Node(_core.Node):
         self.fn_terminated = False
         self.fn_auto_ip = False
         self._fn_file: IO[str] | None = None
+        if params.get("tdf") is not None:
+            # VT-Mininet's host parameter: here the whole run (nodes and links) is
+            # dilated by one factor (docs/virtual-time.md).
+            vt_run.enable(net, params["tdf"], f"{name}.tdf")
         spec = self.fn_spec(name, params)
         _context.add_node_spec(net, spec)
         super().__init__(net, spec)
@@ -102,6 +109,12 @@ class Node(_core.Node):
             mac=params.get("mac"),
             in_namespace=self.inNamespace,
         )
+
+    @property
+    def tdf(self) -> float:
+        """The time dilation factor this node runs at (VT-Mininet's ``host.tdf``; 1.0
+        for an undilated run)."""
+        return float(self.net.tdf_now())
 
     # -- the shell ---------------------------------------------------------------------
 

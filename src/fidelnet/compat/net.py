@@ -31,9 +31,11 @@ from fidelnet.compat.nodelib import NAT
 from fidelnet.compat.topo import SpecTopo
 from fidelnet.compat.util import ensureRoot, ipAdd, macColonHex, netParse
 from fidelnet.errors import UnknownNodeError, ValidationError
+from fidelnet.kernel import procfs
 from fidelnet.network import Network
 from fidelnet.topology.addressing import assign_ips
 from fidelnet.topology.validate import validate
+from fidelnet.vt import run as vt_run
 
 __all__ = ["VERSION", "Mininet", "MininetWithControlNet"]
 
@@ -64,6 +66,7 @@ class Mininet(NetRunning, NetTests):
         listenPort: int | None = None,
         waitConnected: Any = False,
         ipv6: bool = True,
+        tdf: float | None = None,
         **kwargs: Any,
     ) -> None:
         _context.warn_unknown("Mininet()", kwargs)
@@ -107,6 +110,9 @@ class Mininet(NetRunning, NetTests):
         self.fn_net = Network(command=" ".join(sys.argv) or "python")
         self.fn_net.spec.ip_base = ipBase
         self.fn_net.spec.ipv6 = ipv6  # fidelnet's own: False turns IPv6 off in every node
+        if tdf is not None:  # virtual time for every node and link (docs/virtual-time.md)
+            vt_run.enable(self.fn_net, tdf, "Mininet.tdf")
+        self._cpu_start = procfs.cpu_times()
         self.fn_net.open()
         _context.track(self.fn_net)
         self.built = False

@@ -80,6 +80,20 @@ def cpu_times(text: str | None = None) -> dict[int, CpuTimes]:
     return out
 
 
+def busy_share(before: dict[int, CpuTimes], after: dict[int, CpuTimes]) -> dict[int, float]:
+    """Per core, the share (0..1) of the time between two :func:`cpu_times` samples
+    spent busy: user, system, interrupts, softirq and steal (not idle, not iowait)."""
+    out: dict[int, float] = {}
+    for cpu, b in before.items():
+        a = after.get(cpu)
+        if a is None:
+            continue
+        delta = [x - y for x, y in zip(a, b, strict=True)]
+        total = sum(delta)
+        out[cpu] = (total - delta[5] - delta[6]) / total if total > 0 else 0.0
+    return out
+
+
 def steal_and_total_s() -> tuple[float, float]:
     """Machine-wide (steal, all) CPU seconds so far."""
     times = cpu_times()

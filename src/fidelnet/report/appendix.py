@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from fidelnet.measure.provenance import Provenance
 from fidelnet.measure.results import FloorSummary, SelftestResult
@@ -25,6 +26,18 @@ def _machine(p: Provenance) -> str:
     return ", ".join(parts)
 
 
+def _virtual_time(vt: dict[str, Any]) -> str:
+    """A dilated run's TDF timeline and the programs it could not dilate, in a line."""
+    if not vt:
+        return "—"
+    steps = [f"TDF {s['tdf']:g} ({s['reason']})" for s in vt.get("timeline", [])]
+    text = " → ".join(steps) or f"TDF {vt.get('tdf', 1):g}"
+    missed = [u["path"] for u in vt.get("unreached", [])]
+    if missed:
+        text += "; ran undilated: " + ", ".join(missed)
+    return text
+
+
 _PROVENANCE: list[tuple[str, Callable[[Provenance], str], bool]] = [
     ("command", lambda p: shlex.join(p.command), True),
     ("time (UTC)", lambda p: p.time_utc, False),
@@ -36,6 +49,7 @@ _PROVENANCE: list[tuple[str, Callable[[Provenance], str], bool]] = [
     ("topology hash", lambda p: p.topology_hash or "—", True),
     ("run id", lambda p: p.run_id or "—", True),
     ("seed", lambda p: "—" if p.seed is None else str(p.seed), False),
+    ("virtual time", lambda p: _virtual_time(p.virtual_time), False),
 ]
 
 

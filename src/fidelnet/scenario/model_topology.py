@@ -427,6 +427,10 @@ class Topology(_Model):
     carried by one of them (the one with the fewest links when it is made), so its
     packets are never reordered. More than one helps only where there are cores for
     them beside the traffic's own processes."""
+    tdf: Annotated[float, Field(gt=0, le=1000)] | None = None
+    """Time dilation factor: every node's clocks and every link run this many times
+    slower in real time, so the network looks this many times faster to the programs
+    (docs/virtual-time.md). Nodes must be namespaces."""
     ipv6: bool = True
     """``false``: IPv6 off in every node (``disable_ipv6`` before its first interface
     exists), so hosts send no IPv6 at all. For big IPv4-only runs: with IPv6 on, every

@@ -118,6 +118,7 @@ def build(scenario: Scenario) -> Built:
     spec.flows = spec.flows + [f.to_spec(i) for i, f in enumerate(topo.routing.flows)]
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
+    spec.tdf = topo.tdf
     spec.ipv6 = topo.ipv6
     spec.datapath = topo.datapath
     spec.controllers = [
@@ -244,6 +245,7 @@ def scenario_path(scenario: Scenario, built: Built, spec_field: str) -> tuple[Pa
         "link_backend",
         "engine_endpoint",
         "engine_threads",
+        "tdf",
         "ipv6",
         "fastpath",
         "datapath",

@@ -31,7 +31,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from fidelnet.errors import FidelnetError, StateError
+from fidelnet.errors import FidelnetError, StateError, ValidationError
 from fidelnet.kernel.state import STATE_DIR
 from fidelnet.links.drivers import TcDriver
 from fidelnet.vt.page import TimePage, check_tdf, shim_path
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
 
-__all__ = ["RTO_MIN_US", "describe", "env", "node_added", "open_page", "set_tdf"]
+__all__ = ["RTO_MIN_US", "describe", "enable", "env", "node_added", "open_page", "set_tdf"]
 
 log = logging.getLogger("fidelnet")
 
@@ -61,6 +61,56 @@ def open_page(net: Network) -> None:
     watch = os.path.join(STATE_DIR, f"{net.run_id}-vt.log")
     net.state_record("file", path=watch)
     net.vt_watch = Watch(watch)
+
+
+def enable(net: Network, tdf: object, field: str = "tdf") -> None:
+    """Dilate a run that is being built one node at a time (the Mininet layer: a
+    host's ``tdf=``). A run has one factor: a second, different one is refused,
+    naming ``field``; so is a run whose processes already run undilated (a node's
+    shell started, the link engine running) or that has a VM node."""
+    value = check_tdf(tdf, field)
+    page = net.vt_page
+    if page is not None:
+        if value != page.tdf:
+            raise ValidationError(
+                field,
+                f"a run has one time dilation factor, and this one's is {page.tdf:g} "
+                "(net.set_tdf changes it for every node)",
+                tdf,
+            )
+        return
+    started = [n.name for n in net.nodes.values() if n.has_shell()]
+    if started or net.engine is not None:
+        what = f"node {started[0]}'s shell" if started else "the link engine"
+        raise ValidationError(
+            field,
+            f"virtual time must be set before {what} started: give tdf to the first "
+            "host, or Mininet(..., tdf=)",
+            tdf,
+        )
+    for name, node in net.nodes.items():
+        if node.spec.backend != "netns":
+            raise ValidationError(
+                f"nodes.{name}.backend",
+                "virtual time reaches namespace nodes only for now",
+                node.spec.backend,
+                ["netns"],
+            )
+    net.spec.tdf = value
+    if net.is_open:
+        open_page(net)
+        _follow(net, value)
+
+
+def _follow(net: Network, tdf: float) -> None:
+    """Shape the tc links for ``tdf`` and scale every node's TCP minimum RTO."""
+    for link in net.links:
+        if isinstance(link.driver, TcDriver):
+            ab, ba = link.params("ab"), link.params("ba")
+            if not (ab.is_empty() and ba.is_empty()):
+                link.driver.apply((link.intf1, link.intf2), ab, ba, link.where)
+    for node in net.nodes.values():
+        _scale_rto(node, tdf)
 
 
 def env(net: Network) -> dict[str, str]:
@@ -127,10 +177,4 @@ def set_tdf(net: Network, tdf: float, reason: str = "set_tdf") -> None:
     engine = net.engine
     if engine is not None and engine.alive():
         engine.request("clock")  # every engine loop re-arms its timer now
-    for link in net.links:
-        if isinstance(link.driver, TcDriver):
-            ab, ba = link.params("ab"), link.params("ba")
-            if not (ab.is_empty() and ba.is_empty()):
-                link.driver.apply((link.intf1, link.intf2), ab, ba, link.where)
-    for node in net.nodes.values():
-        _scale_rto(node, value)
+    _follow(net, value)
