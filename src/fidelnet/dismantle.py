@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from fidelnet.kernel import nscleanup
 from fidelnet.kernel.teardown import remove_all as remove_recorded
+from fidelnet.vt import run as vt_run
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -49,6 +50,7 @@ def stop(net: Network, wait_kernel: bool, kernel_timeout: float) -> None:
 def remove_all(net: Network) -> None:
     state = net._state
     assert state is not None
+    vt_run.stopping(net)  # the adaptive TDF leaves the run alone from here
     for node in net.nodes.values():  # all at once: then each close only reaps
         with contextlib.suppress(Exception):
             node.kill_processes()

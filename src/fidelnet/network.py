@@ -43,7 +43,7 @@ from fidelnet.nodes.node import Host, Node, Router, Switch
 from fidelnet.nodes.shell import finish_starting
 from fidelnet.switches import Datapath
 from fidelnet.topology import addressing, footprint
-from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import AutoTdf, LinkSpec, NodeSpec, TopologySpec
 from fidelnet.topology.validate import validate
 from fidelnet.vt import run as vt_run
 from fidelnet.vt.page import TimePage
@@ -69,11 +69,11 @@ class Network:
         node_classes: dict[str, type[Node]] | None = None,
         engine_args: list[str] | None = None,
         node_backends: dict[str, NodeBackend] | None = None,
-        tdf: float | None = None,
+        tdf: float | str | AutoTdf | None = None,
     ) -> None:
         self.spec = spec if spec is not None else TopologySpec()
-        if tdf is not None:
-            self.spec.tdf = tdf
+        if tdf is not None:  # a number, "auto" or AutoTdf (fidelnet.vt.run.tdf_arg)
+            vt_run.tdf_arg(self.spec, tdf)
         if spec is not None or tdf is not None:
             addressing.assign_ports(self.spec)
             addressing.assign_ips(self.spec)
@@ -297,6 +297,7 @@ class Network:
                 raise
             self._started = True
             self.timings["build"] = time.perf_counter() - began
+            vt_run.started(self)  # the adaptive TDF, when asked
         return self
 
     def __enter__(self) -> Network:

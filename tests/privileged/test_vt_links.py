@@ -83,3 +83,25 @@ def test_a_dilated_tc_link_is_shaped_at_the_real_rate_and_follows_set_tdf() -> N
         net.set_tdf(2.0)
         assert "rate 200Mbit" in h1.cmd("tc class show dev h1-eth0")
         assert net["h2"].cmd("sysctl -n net.ipv4.tcp_rto_min_us").strip() == "400000"
+
+
+def test_the_adaptive_tdf_rises_under_load_and_falls_when_idle() -> None:
+    from fidelnet.measure.provenance import collect
+    from fidelnet.topology.spec import AutoTdf
+
+    auto = AutoTdf(low=1.0, high=8.0, period_s=0.25)
+    with Network(_pair("engine", LinkParams(bw=10e9)), tdf=auto) as net:
+        assert net.tdf_now() == 1.0
+        got = _iperf(net, 4)
+        peak = max(e["tdf"] for e in collect(net).virtual_time["timeline"])
+        deadline = time.monotonic() + 30
+        while net.tdf_now() > 1.0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        timeline = collect(net).virtual_time["timeline"]
+    reasons = [e["reason"] for e in timeline]
+    assert reasons[0] == "start" and peak >= 2.0, timeline
+    assert any(r.startswith("auto up: ") for r in reasons), reasons
+    assert reasons[-1].startswith("auto down: "), reasons
+    assert timeline[-1]["tdf"] == 1.0
+    # At the factor it chose, the 10 Gbit/s link carried close to its rate.
+    assert got >= 0.85 * 10e9 * _WIRE, got / 1e9

@@ -26,6 +26,7 @@ from fidelnet.scenario import (
     model_routing,
     model_steps,
     model_topology,
+    model_vt,
 )
 from fidelnet.scenario import model as m
 from fidelnet.scenario.schema import REGENERATE, scenario_schema, schema_text
@@ -56,6 +57,7 @@ MODEL_MODULES = (
     model_topology,
     model_hardware,
     model_routing,
+    model_vt,
     model_events,
     model_steps,
     model_checks,

@@ -168,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
         "--tdf",
         default=None,
         help="time dilation factor: every node's clocks and every link run TDF times "
-        "slower in real time (docs/virtual-time.md)",
+        "slower in real time; auto: the factor follows the machine's load "
+        "(docs/virtual-time.md)",
     )
     add("-v", "--verbosity", default="info", choices=list(mlog.LEVELS))
     add("--innamespace", action="store_true", help="(accepted; warns)")
@@ -325,13 +326,15 @@ def parse(argv: list[str]) -> MnSetup:
     return setup
 
 
-def _tdf(text: str) -> float:
+def _tdf(text: str) -> float | str:
     from fidelnet.vt.page import check_tdf
 
+    if text == "auto":
+        return text
     try:
         value = float(text)
     except ValueError:
-        raise ValidationError("--tdf", "must be a number", text) from None
+        raise ValidationError("--tdf", "must be a number, or auto", text, ["auto"]) from None
     return check_tdf(value, "--tdf")
 
 

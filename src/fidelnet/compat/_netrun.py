@@ -11,6 +11,7 @@ from fidelnet.compat import _context
 from fidelnet.compat._node import Node
 from fidelnet.compat.log import error, info
 from fidelnet.kernel import procfs
+from fidelnet.vt import run as vt_run
 
 __all__ = ["WAIT_CONNECTED_S", "NetRunning"]
 
@@ -86,6 +87,7 @@ class NetRunning:
         realize.wait_stp([s for s in self.switches if s.spec.stp], _STP_WAIT_S)
         if self.waitConn:
             self.waitConnected(self.waitConn)
+        vt_run.started(self.fn_net)  # the adaptive TDF, when asked
 
     def waitConnected(self, timeout: Any = None, delay: float = 0.5) -> bool:
         """Wait until every switch is connected to a controller (OVS switches) or

@@ -66,7 +66,7 @@ class Mininet(NetRunning, NetTests):
         listenPort: int | None = None,
         waitConnected: Any = False,
         ipv6: bool = True,
-        tdf: float | None = None,
+        tdf: float | str | None = None,
         **kwargs: Any,
     ) -> None:
         _context.warn_unknown("Mininet()", kwargs)
@@ -111,7 +111,7 @@ class Mininet(NetRunning, NetTests):
         self.fn_net.spec.ip_base = ipBase
         self.fn_net.spec.ipv6 = ipv6  # fidelnet's own: False turns IPv6 off in every node
         if tdf is not None:  # virtual time for every node and link (docs/virtual-time.md)
-            vt_run.enable(self.fn_net, tdf, "Mininet.tdf")
+            vt_run.tdf_arg(self.fn_net.spec, tdf, "Mininet.tdf")
         self._cpu_start = procfs.cpu_times()
         self.fn_net.open()
         _context.track(self.fn_net)

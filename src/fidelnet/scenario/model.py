@@ -80,6 +80,7 @@ from fidelnet.scenario.model_topology import (
     Topology,
     TreeArgs,
 )
+from fidelnet.scenario.model_vt import AdaptiveTdf, TdfAuto
 from fidelnet.topology.spec import TopologySpec
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ __all__ = [
     "PPS_UNITS",
     "TRAFFIC_TYPES",
     "VM",
+    "AdaptiveTdf",
     "Builder",
     "Check",
     "CommandCheck",
@@ -126,6 +128,7 @@ __all__ = [
     "Scenario",
     "SetupStep",
     "Sriov",
+    "TdfAuto",
     "Topology",
     "Traffic",
     "TreeArgs",

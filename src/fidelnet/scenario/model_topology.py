@@ -32,6 +32,7 @@ from fidelnet.scenario.fields import (
 from fidelnet.scenario.limits import MAX_LINKS, MAX_NODES
 from fidelnet.scenario.model_hardware import Hardware
 from fidelnet.scenario.model_routing import RandomArgs, Routing
+from fidelnet.scenario.model_vt import TdfField
 from fidelnet.topology import builders
 from fidelnet.topology.spec import (
     NODE_BACKENDS,
@@ -427,10 +428,11 @@ class Topology(_Model):
     carried by one of them (the one with the fewest links when it is made), so its
     packets are never reordered. More than one helps only where there are cores for
     them beside the traffic's own processes."""
-    tdf: Annotated[float, Field(gt=0, le=1000)] | None = None
+    tdf: TdfField | None = None
     """Time dilation factor: every node's clocks and every link run this many times
     slower in real time, so the network looks this many times faster to the programs
-    (docs/virtual-time.md). Nodes must be namespaces."""
+    (docs/virtual-time.md). ``auto`` (or ``{auto: {low, high, start, target_busy}}``):
+    the factor follows the machine's load. Nodes must be namespaces."""
     ipv6: bool = True
     """``false``: IPv6 off in every node (``disable_ipv6`` before its first interface
     exists), so hosts send no IPv6 at all. For big IPv4-only runs: with IPv6 on, every

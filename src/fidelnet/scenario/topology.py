@@ -28,6 +28,7 @@ from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import ValidationError
+from fidelnet.scenario import model_vt
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem
 from fidelnet.topology.spec import (
     ControllerSpec,
@@ -118,7 +119,7 @@ def build(scenario: Scenario) -> Built:
     spec.flows = spec.flows + [f.to_spec(i) for i, f in enumerate(topo.routing.flows)]
     spec.engine_endpoint = topo.engine_endpoint
     spec.engine_threads = topo.engine_threads
-    spec.tdf = topo.tdf
+    spec.tdf, spec.tdf_auto = model_vt.to_spec(topo.tdf)
     spec.ipv6 = topo.ipv6
     spec.datapath = topo.datapath
     spec.controllers = [

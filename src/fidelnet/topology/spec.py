@@ -33,6 +33,7 @@ __all__ = [
     "QUEUE_KINDS",
     "VM_ACCELS",
     "VM_MIN_MEMORY_MB",
+    "AutoTdf",
     "ControllerKind",
     "ControllerSpec",
     "EngineEndpoint",
@@ -82,6 +83,20 @@ LinkBackend = Literal["auto", "tc", "engine", "hw"]
 LINK_BACKENDS: tuple[str, ...] = ("auto", "tc", "engine", "hw")
 EngineEndpoint = Literal["auto", "tap", "af_xdp"]
 ENGINE_ENDPOINTS: tuple[str, ...] = ("auto", "tap", "af_xdp")
+
+
+@dataclass(frozen=True)
+class AutoTdf:
+    """The adaptive time dilation factor's bounds and pace (``tdf="auto"``,
+    :mod:`fidelnet.vt.adapt`): it starts at ``start`` and stays within ``low`` and
+    ``high``; it samples every ``period_s`` and steers the busiest core to
+    ``target_busy`` of its time."""
+
+    low: float = 1.0
+    high: float = 32.0
+    start: float = 1.0
+    period_s: float = 0.5
+    target_busy: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -378,8 +393,10 @@ class TopologySpec:
     sriov: list[SriovSpec] = field(default_factory=list)
     # Real interfaces given to nodes (fidelnet.hwlinks.attach_external)
     external: list[ExternalSpec] = field(default_factory=list)
-    # Time dilation factor of every node (fidelnet.vt); None: real time
+    # Time dilation factor of every node (fidelnet.vt); None: real time. With
+    # tdf_auto, the factor now, which the run's adaptor changes (fidelnet.vt.adapt).
     tdf: float | None = None
+    tdf_auto: AutoTdf | None = None
     # Flows routed by their own path, not by destination (fidelnet.topology.flows)
     flows: list[FlowSpec] = field(default_factory=list)
 

@@ -29,11 +29,14 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import FidelnetError, StateError, ValidationError
 from fidelnet.kernel.state import STATE_DIR
 from fidelnet.links.drivers import TcDriver
+from fidelnet.topology.spec import AutoTdf, TopologySpec
+from fidelnet.vt.adapt import Adaptor
 from fidelnet.vt.page import TimePage, check_tdf, shim_path
 from fidelnet.vt.reach import Watch
 
@@ -41,13 +44,67 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
     from fidelnet.nodes.node import Node
 
-__all__ = ["RTO_MIN_US", "describe", "enable", "env", "node_added", "open_page", "set_tdf"]
+__all__ = [
+    "RTO_MIN_US",
+    "describe",
+    "enable",
+    "env",
+    "node_added",
+    "open_page",
+    "set_tdf",
+    "started",
+    "stopping",
+    "tdf_arg",
+]
+
+_adaptors: weakref.WeakKeyDictionary[Network, Adaptor] = weakref.WeakKeyDictionary()
 
 log = logging.getLogger("fidelnet")
 
 RTO_MIN_US = 200_000
 """Linux's minimum TCP retransmission timeout (``TCP_RTO_MIN``), in µs."""
 _RTO_KEY = "net.ipv4.tcp_rto_min_us"
+
+
+def tdf_arg(spec: TopologySpec, tdf: object, field: str = "tdf") -> None:
+    """Apply ``Network(spec, tdf=...)``: a number, ``"auto"`` (:class:`AutoTdf`'s
+    defaults) or an :class:`AutoTdf`; anything else is refused naming ``field``."""
+    if tdf == "auto":
+        tdf = AutoTdf()
+    if isinstance(tdf, AutoTdf):
+        low = check_tdf(tdf.low, f"{field}.low")
+        high = check_tdf(tdf.high, f"{field}.high")
+        start = check_tdf(tdf.start, f"{field}.start")
+        if not low <= start <= high:
+            raise ValidationError(
+                f"{field}.start", f"must be within low ({low:g}) and high ({high:g})", start
+            )
+        if not 0.05 <= tdf.period_s <= 60:
+            raise ValidationError(f"{field}.period_s", "must be 0.05 to 60 seconds", tdf.period_s)
+        if not 0.1 <= tdf.target_busy <= 0.95:
+            raise ValidationError(f"{field}.target_busy", "must be 0.1 to 0.95", tdf.target_busy)
+        spec.tdf, spec.tdf_auto = start, tdf
+        return
+    if isinstance(tdf, str):
+        raise ValidationError(field, "a number, or auto", tdf, ["auto"])
+    spec.tdf, spec.tdf_auto = check_tdf(tdf, field), None
+
+
+def started(net: Network) -> None:
+    """The network is built: start its adaptor when its TDF is ``auto``."""
+    auto = net.spec.tdf_auto
+    if auto is None or net.vt_page is None or net in _adaptors:
+        return
+    adaptor = Adaptor(net, auto)
+    _adaptors[net] = adaptor
+    adaptor.start()
+
+
+def stopping(net: Network) -> None:
+    """The network is being torn down: its adaptor stops first."""
+    adaptor = _adaptors.pop(net, None)
+    if adaptor is not None:
+        adaptor.stop()
 
 
 def open_page(net: Network) -> None:
@@ -148,8 +205,12 @@ def describe(net: Network) -> dict[str, Any]:
     if page is None:
         return {}
     unreached = net.vt_watch.poll() if net.vt_watch is not None else []
+    auto = net.spec.tdf_auto
     return {
         "tdf": page.tdf,
+        "auto": None
+        if auto is None
+        else {"low": auto.low, "high": auto.high, "target_busy": auto.target_busy},
         "timeline": [
             {
                 "at": _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(),
