@@ -233,6 +233,48 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
 
 /* --- absolute deadlines ------------------------------------------------------------- */
 
+/* Absolute waits wait in chunks of at most CHUNK_NS of real time, each converted with
+ * the factor then in force, so that they follow a TDF change. A chunk that ends
+ * before the virtual deadline is waited again (semaphores, locks, joins, futexes:
+ * their state is in the object, nothing is lost in between) or, for a condition
+ * variable, returns as a spurious wakeup (0): waiting again inside would lose a
+ * signal sent, without the mutex, between the two waits; POSIX callers re-check
+ * their predicate and wait again anyway. */
+
+/* The real absolute time on clock c at which the next chunk of a wait for virtual
+ * time abs on c ends. */
+static struct timespec chunk_deadline(struct vt_view *v, clockid_t c, const struct timespec *abs)
+{
+    int fam = family(c);
+    vt_view(v);
+    if (fam == FAM_NONE || fam == FAM_CPU)
+        return *abs;
+    int64_t real = to_real(v, fam, ts_ns(abs));
+    int64_t now = real_now(c);
+    return ns_ts(real - now > CHUNK_NS ? now + CHUNK_NS : real);
+}
+
+/* Whether virtual time on clock c has reached abs. */
+static int reached(struct vt_view *v, clockid_t c, const struct timespec *abs)
+{
+    int fam = family(c);
+    if (fam == FAM_NONE || fam == FAM_CPU)
+        return 1;
+    return virt_now(v, fam) >= ts_ns(abs);
+}
+
+static int cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t c,
+                     const struct timespec *abs, int clockwait)
+{
+    struct vt_view v;
+    struct timespec t = chunk_deadline(&v, c, abs);
+    int r = clockwait ? real_cond_clockwait(cond, mutex, c, &t)
+                      : real_cond_timedwait(cond, mutex, &t);
+    if (r == ETIMEDOUT && !reached(&v, c, abs))
+        return 0; /* a spurious wakeup, at a chunk's end */
+    return r;
+}
+
 int pthread_cond_timedwait(pthread_cond_t *restrict cond, pthread_mutex_t *restrict mutex,
                            const struct timespec *restrict abs)
 {
@@ -243,8 +285,7 @@ int pthread_cond_timedwait(pthread_cond_t *restrict cond, pthread_mutex_t *restr
         return real_cond_timedwait(cond, mutex, abs);
     /* glibc keeps the condition's clock in bit 0 of __wrefs (1: monotonic). */
     clockid_t c = (cond->__data.__wrefs & 1) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
-    struct timespec t = real_deadline(&v, c, abs);
-    return real_cond_timedwait(cond, mutex, &t);
+    return cond_wait(cond, mutex, c, abs, 0);
 }
 
 int pthread_cond_clockwait(pthread_cond_t *restrict cond, pthread_mutex_t *restrict mutex,
@@ -255,8 +296,18 @@ int pthread_cond_clockwait(pthread_cond_t *restrict cond, pthread_mutex_t *restr
         vt_init();
     if (!vt_view(&v))
         return real_cond_clockwait(cond, mutex, c, abs);
-    struct timespec t = real_deadline(&v, c, abs);
-    return real_cond_clockwait(cond, mutex, c, &t);
+    return cond_wait(cond, mutex, c, abs, 1);
+}
+
+static int sem_wait_on(sem_t *sem, clockid_t c, const struct timespec *abs, int clockwait)
+{
+    struct vt_view v;
+    for (;;) {
+        struct timespec t = chunk_deadline(&v, c, abs);
+        int r = clockwait ? real_sem_clockwait(sem, c, &t) : real_sem_timedwait(sem, &t);
+        if (r == 0 || errno != ETIMEDOUT || reached(&v, c, abs))
+            return r;
+    }
 }
 
 int sem_timedwait(sem_t *restrict sem, const struct timespec *restrict abs)
@@ -266,8 +317,7 @@ int sem_timedwait(sem_t *restrict sem, const struct timespec *restrict abs)
         vt_init();
     if (!vt_view(&v))
         return real_sem_timedwait(sem, abs);
-    struct timespec t = real_deadline(&v, CLOCK_REALTIME, abs);
-    return real_sem_timedwait(sem, &t);
+    return sem_wait_on(sem, CLOCK_REALTIME, abs, 0);
 }
 
 int sem_clockwait(sem_t *restrict sem, clockid_t c, const struct timespec *restrict abs)
@@ -277,8 +327,7 @@ int sem_clockwait(sem_t *restrict sem, clockid_t c, const struct timespec *restr
         vt_init();
     if (!vt_view(&v))
         return real_sem_clockwait(sem, c, abs);
-    struct timespec t = real_deadline(&v, c, abs);
-    return real_sem_clockwait(sem, c, &t);
+    return sem_wait_on(sem, c, abs, 1);
 }
 
 int pthread_mutex_timedlock(pthread_mutex_t *restrict m, const struct timespec *restrict abs)
@@ -288,8 +337,12 @@ int pthread_mutex_timedlock(pthread_mutex_t *restrict m, const struct timespec *
         vt_init();
     if (!vt_view(&v))
         return real_mutex_timedlock(m, abs);
-    struct timespec t = real_deadline(&v, CLOCK_REALTIME, abs);
-    return real_mutex_timedlock(m, &t);
+    for (;;) {
+        struct timespec t = chunk_deadline(&v, CLOCK_REALTIME, abs);
+        int r = real_mutex_timedlock(m, &t);
+        if (r != ETIMEDOUT || reached(&v, CLOCK_REALTIME, abs))
+            return r;
+    }
 }
 
 int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *abs)
@@ -299,12 +352,18 @@ int pthread_timedjoin_np(pthread_t th, void **ret, const struct timespec *abs)
         vt_init();
     if (!abs || !vt_view(&v))
         return real_timedjoin(th, ret, abs);
-    struct timespec t = real_deadline(&v, CLOCK_REALTIME, abs);
-    return real_timedjoin(th, ret, &t);
+    for (;;) {
+        struct timespec t = chunk_deadline(&v, CLOCK_REALTIME, abs);
+        int r = real_timedjoin(th, ret, &t);
+        if (r != ETIMEDOUT || reached(&v, CLOCK_REALTIME, abs))
+            return r;
+    }
 }
 
-/* futex through syscall(): FUTEX_WAIT takes a relative timeout, FUTEX_WAIT_BITSET an
- * absolute one on CLOCK_MONOTONIC (or CLOCK_REALTIME with FUTEX_CLOCK_REALTIME). */
+/* futex through syscall(): FUTEX_WAIT takes a relative timeout, FUTEX_WAIT_BITSET and
+ * FUTEX_LOCK_PI2 an absolute one on CLOCK_MONOTONIC (or CLOCK_REALTIME with
+ * FUTEX_CLOCK_REALTIME), FUTEX_LOCK_PI an absolute one on CLOCK_REALTIME. The word is
+ * compared again at every chunk, so no wakeup is lost between two. */
 long syscall(long number, ...)
 {
     va_list ap;
@@ -316,23 +375,32 @@ long syscall(long number, ...)
         a[i] = va_arg(ap, long);
     va_end(ap);
     struct vt_view v;
-    if (number == SYS_futex && a[3] && vt_view(&v)) {
-        int op = (int)a[1] & FUTEX_CMD_MASK;
-        const struct timespec *tmo = (const struct timespec *)a[3];
-        struct timespec t;
-        if (op == FUTEX_WAIT) {
-            t = ns_ts((int64_t)((double)ts_ns(tmo) * v.tdf));
-            a[3] = (long)&t;
-        } else if (op == FUTEX_WAIT_BITSET || op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2) {
-            clockid_t c = (((int)a[1] & FUTEX_CLOCK_REALTIME) || op == FUTEX_LOCK_PI)
-                              ? CLOCK_REALTIME
-                              : CLOCK_MONOTONIC;
-            t = real_deadline(&v, c, tmo);
-            a[3] = (long)&t;
-        }
+    if (number != SYS_futex || !a[3] || !vt_view(&v))
+        return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+    int op = (int)a[1] & FUTEX_CMD_MASK;
+    const struct timespec *tmo = (const struct timespec *)a[3];
+    clockid_t c;
+    struct timespec abs;
+    if (op == FUTEX_WAIT) {
+        c = CLOCK_MONOTONIC;
+        abs = ns_ts(virt_now(&v, FAM_MONOTONIC) + ts_ns(tmo));
+    } else if (op == FUTEX_WAIT_BITSET || op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2) {
+        c = (((int)a[1] & FUTEX_CLOCK_REALTIME) || op == FUTEX_LOCK_PI) ? CLOCK_REALTIME
+                                                                          : CLOCK_MONOTONIC;
+        abs = *tmo;
+    } else {
         return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
     }
-    return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+    for (;;) {
+        struct timespec t = chunk_deadline(&v, c, &abs);
+        if (op == FUTEX_WAIT) { /* relative, on CLOCK_MONOTONIC */
+            int64_t left = ts_ns(&t) - real_now(CLOCK_MONOTONIC);
+            t = ns_ts(left > 0 ? left : 0);
+        }
+        long r = real_syscall(number, a[0], a[1], a[2], (long)&t, a[4], a[5]);
+        if (r != -1 || errno != ETIMEDOUT || reached(&v, c, &abs))
+            return r;
+    }
 }
 
 /* --- signals ------------------------------------------------------------------------ */

@@ -102,6 +102,6 @@ def test_the_adaptive_tdf_rises_under_load_and_falls_when_idle() -> None:
     assert reasons[0] == "start" and peak >= 2.0, timeline
     assert any(r.startswith("auto up: ") for r in reasons), reasons
     assert reasons[-1].startswith("auto down: "), reasons
-    assert timeline[-1]["tdf"] == 1.0
+    assert timeline[-1]["tdf"] == 1.0, timeline
     # At the factor it chose, the 10 Gbit/s link carried close to its rate.
     assert got >= 0.85 * 10e9 * _WIRE, got / 1e9

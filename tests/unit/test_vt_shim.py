@@ -154,3 +154,29 @@ def test_tc_links_are_shaped_in_real_time_for_the_tdf() -> None:
     assert (real.loss, real.max_queue_size) == (1.0, 100)
     assert dilated(p, 1.0) is p
     assert dilated(LinkParams(), 4.0).is_empty()
+
+
+@pytest.mark.parametrize(
+    "wait",
+    [
+        "threading.Event().wait(1.0)",  # sem_clockwait: an absolute deadline
+        "time.sleep(1.0)",  # clock_nanosleep
+        "select.select([], [], [], 1.0)",
+    ],
+)
+def test_a_long_wait_follows_a_tdf_change(tmp_path: Path, wait: str) -> None:
+    page = TimePage(tmp_path / "p", 8.0)
+    code = (
+        "import select, threading, time\nt = time.monotonic()\n"
+        f"{wait}\nprint(time.monotonic() - t)\n"
+    )
+    began = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], env=preload_env(page), stdout=subprocess.PIPE, text=True
+    )
+    time.sleep(0.4)  # 0.05 virtual seconds at TDF 8
+    page.set_tdf(1.0)  # the rest, 0.95 s, in real time
+    out, _ = p.communicate(timeout=30)
+    wall = time.monotonic() - began
+    assert 0.99 <= float(out) <= 1.15, (wait, out)
+    assert 1.2 <= wall <= 2.0, (wait, wall)  # not the 8 s the wait began with

@@ -10,6 +10,11 @@ not imported by fidelnet. The plan is the first line of stdin, JSON::
      "links": [["h1", "h2", "h1-eth0", "h2-eth0", "10.0.1.1/24", "10.0.1.2/24"], ...],
      "commands": {"h1": [["ip", "route", "replace", ...], ...], ...}}
 
+Optional: ``"switches": ["s1", ...]`` are Linux bridges (``LinuxBridge``, no STP),
+and a link's seventh element ``{"bw": MBIT}`` makes it a ``TCLink`` of that rate
+(Mininet's 1 Gbit/s ceiling on ``bw``, ``TCIntf.bwParamMax``, is raised so that the
+rate is the one asked: ``fidelnet bench vt``).
+
 Routers forward (``net.ipv4.ip_forward=1``); each node's commands (its routes and
 the flows' rules and tables) run as argv lists in the node, never through a shell.
 Then it prints ``{"nodes": {name: pid}, "mininet": version}`` and waits for stdin
@@ -35,9 +40,11 @@ else:  # the system Python runs this file without fidelnet: its helpers are besi
     from mininet_line import Router
 
 try:
+    from mininet.link import Link, TCIntf, TCLink
     from mininet.log import setLogLevel
     from mininet.net import VERSION, Mininet
     from mininet.node import Node
+    from mininet.nodelib import LinuxBridge
 except ImportError as exc:  # pragma: no cover - depends on the machine
     sys.exit(f"mininet_topology: cannot import mininet ({exc}); install Debian's 'mininet'")
 
@@ -47,8 +54,15 @@ def build(plan: dict[str, Any]) -> Any:
     routers = set(plan.get("routers", []))
     for name in plan["nodes"]:
         net.addHost(name, cls=Router if name in routers else Node, ip=None)
-    for a, b, ai, bi, aip, bip in plan["links"]:
-        net.addLink(a, b, intfName1=ai, intfName2=bi, params1={"ip": aip}, params2={"ip": bip})
+    for name in plan.get("switches", []):
+        net.addSwitch(name, cls=LinuxBridge, stp=False)
+    TCIntf.bwParamMax = 1_000_000  # Mbit/s: the rates asked, not capped at 1 Gbit/s
+    for a, b, ai, bi, aip, bip, *rest in plan["links"]:
+        params = rest[0] if rest else {}
+        net.addLink(
+            a, b, intfName1=ai, intfName2=bi, params1={"ip": aip} if aip else {},
+            params2={"ip": bip} if bip else {}, cls=TCLink if params else Link, **params,
+        )  # fmt: skip
     net.build()
     net.start()
     for name, commands in plan.get("commands", {}).items():

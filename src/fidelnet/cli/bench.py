@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fidelnet.cli.bench_hvnet import hvnet
+from fidelnet.cli.bench_vt import vt
 from fidelnet.errors import ValidationError
 
 __all__ = ["bench"]
@@ -26,10 +27,12 @@ def _rates(text: str) -> tuple[float, ...]:
 def bench() -> None:
     """Benchmarks: `line` (the CIMininet 7-node line beside stock Mininet), `hifi`
     (the Mininet-HiFi validation suite), `hvnet` (HVNet's random topologies with
-    per-flow routing beside stock Mininet)."""
+    per-flow routing beside stock Mininet), `vt` (VT-Mininet's experiments: fidelnet
+    with virtual time, without, and stock Mininet)."""
 
 
 bench.add_command(hvnet)
+bench.add_command(vt)
 
 
 @bench.command()
