@@ -119,3 +119,12 @@ def test_an_oscillation_doubles_the_time_a_bad_factor_is_avoided() -> None:
     assert (st.tdf, st.backoff_s) == (4.0, 4.0)
     decide(st, _calm(0.05), 14.0, AUTO, policy)  # within the floor: not back to 2
     assert st.tdf == 2.5
+
+
+def test_lateness_counts_against_the_link_s_own_delay() -> None:
+    st = State(4.0)
+    # 65 µs is little on its own, but 65 % of a 100 µs link's delay: the judge would
+    # call the numbers untrusted, so the factor rises.
+    s = Signals(0.5, 65_536, 0, lateness_share=0.65)
+    new, why = decide(st, s, 0.0, AUTO) or (0, "")
+    assert new == 8.0 and why == "auto up: engine lateness p99 66 us (65 % of its link's delay)"

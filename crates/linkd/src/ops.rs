@@ -12,6 +12,7 @@ use crate::daemon::{tap_token, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
 use crate::endpoint::{Endpoint, EndpointSpec, Opener};
 use crate::log;
 use crate::protocol::{AddLink, Divert, Request, SetLink};
+use crate::state::Pulse;
 use crate::tcx::Way;
 
 impl<O: Opener> Daemon<O> {
@@ -42,7 +43,34 @@ impl<O: Opener> Daemon<O> {
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
             Request::Clock => Ok(self.clock_report()),
+            Request::Pulse => Ok(self.pulse()),
         }
+    }
+
+    /// Every direction with departures since the last pulse: how many, their
+    /// lateness p99 and max (bucket bounds, model ns), and the ingress drops so
+    /// far; then the windows start again. With the loop's spinning so far.
+    pub(crate) fn pulse(&mut self) -> Map<String, Value> {
+        let mut dirs = Vec::new();
+        for link in self.links.values_mut() {
+            for (i, st) in link.dirs.iter_mut().enumerate() {
+                let drops = link.ends[i].ingress_drops();
+                if st.pulse.departures > 0 || drops > 0 {
+                    dirs.push(json!({
+                        "link": link.name, "dir": DIR_NAMES[i],
+                        "departures": st.pulse.departures,
+                        "p99_ns": st.pulse.quantile_ns(0.99),
+                        "max_ns": st.pulse.quantile_ns(1.0),
+                        "ingress_drops": drops,
+                    }));
+                }
+                st.pulse = Pulse::default();
+            }
+        }
+        let mut out = Map::new();
+        out.insert("directions".to_owned(), Value::Array(dirs));
+        out.insert("spin_ns".to_owned(), self.timing.spin_ns().into());
+        out
     }
 
     /// The model clock: its factor, model time and real time now.

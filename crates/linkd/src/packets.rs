@@ -137,7 +137,9 @@ fn release<E: Endpoint>(link: &mut Link<E>, i: usize, clock: &VClock) -> usize {
         }
         let Some(dep) = st.dir.poll(now) else { break };
         sent += 1;
-        st.dir.record_lateness(now.saturating_sub(dep.scheduled_ns));
+        let late = now.saturating_sub(dep.scheduled_ns);
+        st.dir.record_lateness(late);
+        st.pulse.record(late);
         if let Err(e) = link.ends[1 - i].send(&dep.data) {
             st.write_errors += 1;
             // One line per power of two: visible, never a flood.

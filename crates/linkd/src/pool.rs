@@ -211,6 +211,21 @@ impl Pool {
                 }
                 Ok(merge_stats(replies))
             }
+            Request::Pulse => {
+                let mut dirs = Vec::new();
+                let mut spin = 0u64;
+                for i in 0..self.workers.len() {
+                    let mut r = self.ask(i, Request::Pulse)?;
+                    spin += r.get("spin_ns").and_then(Value::as_u64).unwrap_or(0);
+                    if let Some(Value::Array(d)) = r.remove("directions") {
+                        dirs.extend(d);
+                    }
+                }
+                let mut out = Map::new();
+                out.insert("directions".to_owned(), Value::Array(dirs));
+                out.insert("spin_ns".to_owned(), spin.into());
+                Ok(out)
+            }
             Request::Clock => {
                 // Every loop re-reads the page and re-arms its timer.
                 let mut last = Map::new();

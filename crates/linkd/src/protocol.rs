@@ -21,6 +21,7 @@ pub const OPS: &[&str] = &[
     "divert",
     "remove_link",
     "stats",
+    "pulse",
     "clock",
     "shutdown",
 ];
@@ -30,6 +31,9 @@ pub const OPS: &[&str] = &[
 pub enum Request {
     /// Identify the daemon.
     Hello,
+    /// Departures and lateness of every active direction since the last
+    /// pulse (cheap: no histograms), and the loops' spinning so far.
+    Pulse,
     /// The model clock now (and, for a dilated run, a prompt to re-read its
     /// page: every loop re-arms its timer).
     Clock,
@@ -195,6 +199,10 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
         "clock" => {
             body_of::<Empty>(&op, body)?;
             Request::Clock
+        }
+        "pulse" => {
+            body_of::<Empty>(&op, body)?;
+            Request::Pulse
         }
         "shutdown" => {
             body_of::<Empty>(&op, body)?;

@@ -108,6 +108,8 @@ pub(crate) struct DirState {
     pub(crate) scheduled: Option<u64>,
     /// What became of offloaded (super-)frames entering this direction.
     pub(crate) offload: OffloadCounts,
+    /// Departures since the last `pulse` request.
+    pub(crate) pulse: Pulse,
 }
 
 /// Offloaded frames entering a direction (endpoints with virtio-net headers).
@@ -134,7 +136,48 @@ impl DirState {
             read_errors: 0,
             scheduled: None,
             offload: OffloadCounts::default(),
+            pulse: Pulse::default(),
         }
+    }
+}
+
+/// Departures and their lateness since the last `pulse` request: a cheap
+/// window for a controller sampling often (the adaptive TDF), where `stats`
+/// would encode every histogram. Lateness in power-of-two buckets: bucket
+/// `k` holds values below `2^k` ns and at or above `2^(k-1)`.
+#[derive(Debug, Clone)]
+pub(crate) struct Pulse {
+    pub(crate) departures: u64,
+    pub(crate) buckets: [u64; 48],
+}
+
+impl Default for Pulse {
+    fn default() -> Self {
+        Self {
+            departures: 0,
+            buckets: [0; 48],
+        }
+    }
+}
+
+impl Pulse {
+    pub(crate) fn record(&mut self, late_ns: u64) {
+        self.departures += 1;
+        let k = (64 - late_ns.leading_zeros()) as usize;
+        self.buckets[k.min(47)] += 1;
+    }
+
+    /// The upper bound of the bucket holding quantile `q` (0..1), ns.
+    pub(crate) fn quantile_ns(&self, q: f64) -> u64 {
+        let rank = ((self.departures as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (k, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return if k == 0 { 0 } else { 1u64 << k };
+            }
+        }
+        1u64 << 47
     }
 }
 

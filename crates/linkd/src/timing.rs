@@ -157,6 +157,11 @@ impl Timing {
     }
 
     /// The `"engine"` object of a `stats` reply.
+    /// Nanoseconds spent spinning so far.
+    pub fn spin_ns(&self) -> u64 {
+        self.spin_ns
+    }
+
     pub fn report(&self, now: u64) -> Value {
         let q = |p: f64| self.wake_late.value_at_quantile(p);
         let pct = |ns: u64| {

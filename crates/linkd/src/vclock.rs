@@ -342,6 +342,30 @@ mod tests {
         let r = ok(&mut d, json!({"op": "stats", "link": "l"}));
         assert_eq!(r["clock"]["tdf"], json!(1.0));
         assert_eq!(r["links"]["l"]["ab"]["tx_packets"], 2);
+        // A pulse: the window's departures and their lateness, then a new window.
+        let p = ok(&mut d, json!({"op": "pulse"}));
+        let dirs = p["directions"].as_array().unwrap();
+        assert_eq!(dirs.len(), 1, "{p}");
+        assert_eq!(
+            (dirs[0]["dir"].clone(), dirs[0]["departures"].clone()),
+            (json!("ab"), json!(2))
+        );
+        assert!(dirs[0]["p99_ns"].as_u64().unwrap() <= dirs[0]["max_ns"].as_u64().unwrap());
+        let p = ok(&mut d, json!({"op": "pulse"}));
+        assert_eq!(p["directions"], json!([]));
+    }
+
+    #[test]
+    fn pulse_quantiles_are_bucket_bounds() {
+        let mut p = crate::state::Pulse::default();
+        assert_eq!(p.quantile_ns(0.99), 1 << 47); // nothing recorded
+        for late in [0, 5, 900, 1_000, 1_500_000] {
+            p.record(late);
+        }
+        assert_eq!(p.departures, 5);
+        assert_eq!(p.quantile_ns(0.2), 0);
+        assert_eq!(p.quantile_ns(0.6), 1024); // 900 is below 2^10
+        assert_eq!(p.quantile_ns(1.0), 1 << 21); // 1.5 ms is below 2^21 ns
     }
 
     #[test]

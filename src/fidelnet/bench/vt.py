@@ -29,16 +29,23 @@ its links carry the rate only (the summary says so), and its HTB limit of 1 Gbit
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.fidelity.monitor import watching
 from fidelnet.measure import iperf3
+from fidelnet.measure.fairness import jain
+from fidelnet.measure.provenance import Provenance, collect
+from fidelnet.measure.results import TcpFlowResult, TcpInterval, TcpResult, save_result
+from fidelnet.measure.tcp import tcp as tcp_flows
+from fidelnet.measure.verdicts import judged
 from fidelnet.topology import addressing
 from fidelnet.topology.spec import AutoTdf, LinkParams, LinkSpec, NodeSpec, TopologySpec
 
@@ -46,6 +53,7 @@ __all__ = ["STACKS", "Point", "VtOptions", "chain", "groups", "peer_plan", "run"
 
 STACKS = ("fidelnet-vt", "fidelnet", "mininet")
 _PORT = 5301
+_COMMAND = ["fidelnet", "bench", "vt"]
 
 
 @dataclass
@@ -103,7 +111,7 @@ class Point:
     series: dict[str, list[float]]  # per flow, the goodput of each interval (bps)
     wall_s: float
     tdf: tuple[float, float] = (1.0, 1.0)  # the lowest and highest TDF during it
-    notes: list[str] = field(default_factory=list)
+    verdict: str = "unjudged"  # the run monitor's: trusted, degraded, untrusted
 
 
 # -- topologies ----------------------------------------------------------------------------
@@ -184,22 +192,50 @@ def _flows(
 def _measure(
     opts: VtOptions,
     spec: TopologySpec,
-    nodes: dict[str, Any],
+    stack: _Stack,
     pairs: Sequence[tuple[str, str]],
     tdf_high: float,
-) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Goodput per flow (receiver, after the warm-up) and per interval."""
+) -> TcpResult:
+    """The flows of ``pairs`` at once, as a judged TCP result: on a fidelnet network,
+    :func:`fidelnet.measure.tcp.tcp` (paths watched by the run monitor); on the
+    peer, iperf3 in its namespaces with the machine watched."""
     seconds = opts.warmup + opts.duration
-    flows = _flows(spec, nodes, pairs)
-    outs = iperf3.run(flows, duration=seconds, interval=1.0, timeout=seconds * tdf_high * 1.5 + 60)
-    goodput: dict[str, float] = {}
-    series: dict[str, list[float]] = {}
-    for out in outs:
-        kept = [iv for iv in out.server.intervals if iv.start_s >= opts.warmup - 1e-6]
+    timeout = seconds * tdf_high * 1.5 + 60  # real seconds: a dilated run takes longer
+    if stack.net is not None:
+        return tcp_flows(
+            stack.net, pairs, duration=seconds, interval=1.0, warmup=opts.warmup,
+            timeout=timeout, port=_PORT,
+        )  # fmt: skip
+    with watching(None) as mon:
+        mon.begin()
+        outs = iperf3.run(
+            _flows(spec, stack.nodes, pairs), duration=seconds, interval=1.0, timeout=timeout
+        )
+        mon.end()
+    flows = []
+    for out, (a, b) in zip(outs, pairs, strict=True):
+        rows = [
+            TcpInterval(t_s=iv.start_s, end_s=iv.end_s, bytes=iv.bytes, goodput_bps=iv.bps,
+                        warmup=iv.start_s < opts.warmup - 0.5)
+            for iv in out.server.intervals
+        ]  # fmt: skip
+        kept = [iv for iv in out.server.intervals if iv.start_s >= opts.warmup - 0.5]
         span = sum(iv.seconds for iv in kept)
-        goodput[out.flow.label] = 8.0 * sum(iv.bytes for iv in kept) / span if span else 0.0
-        series[out.flow.label] = [iv.bps for iv in out.server.intervals]
-    return goodput, series
+        goodput = 8.0 * sum(iv.bytes for iv in kept) / span if span else 0.0
+        flows.append(
+            TcpFlowResult(
+                src=a, dst=b, port=out.flow.port, dst_addr=out.flow.addr,
+                sender_bps=out.client.sent_bps or 0.0,
+                receiver_bps=out.server.received_bps or 0.0,
+                goodput_bps=goodput, measured_s=span, intervals=rows, warmup_s=opts.warmup,
+            )
+        )  # fmt: skip
+    result = TcpResult(
+        duration_s=seconds, interval_s=1.0, warmup_s=opts.warmup, flows=flows,
+        total_goodput_bps=sum(f.goodput_bps for f in flows),
+        jain=jain([f.goodput_bps for f in flows]) if len(flows) > 1 else None,
+    )  # fmt: skip
+    return judged(result, mon.record(), capacity_limited=True)
 
 
 @dataclass
@@ -207,9 +243,16 @@ class _Stack:
     name: str
     nodes: dict[str, Any]
     net: Any = None  # a fidelnet Network
+    mininet: str = ""  # the peer's version
 
     def tdf(self) -> float:
         return float(self.net.tdf_now()) if self.net is not None else 1.0
+
+    def provenance(self) -> Provenance:
+        if self.net is not None:
+            return collect(self.net, command=_COMMAND)
+        prov = collect(None, command=_COMMAND, tools={"mininet": self.mininet})
+        return prov.model_copy(update={"backends": {"node:mininet": len(self.nodes)}})
 
 
 def _timed(
@@ -224,11 +267,16 @@ def _timed(
     seen = [stack.tdf()]
     began = time.monotonic()
     high = opts.tdf_high if stack.name == "fidelnet-vt" else 1.0
-    goodput, series = _measure(opts, spec, stack.nodes, pairs, high)
+    result = _measure(opts, spec, stack, pairs, high)
     wall = time.monotonic() - began
     if stack.net is not None and stack.net.vt_page is not None:
         seen += [f for _t, f, _w in stack.net.vt_page.history[before:]]
-    return Point(experiment, x, stack.name, goodput, series, wall, (min(seen), max(seen)))
+    save_result(opts.out, f"{experiment}-{x:g}-{stack.name}", result, stack.provenance())
+    goodput = {f"{f.src}>{f.dst}": f.goodput_bps for f in result.flows}
+    series = {f"{f.src}>{f.dst}": [iv.goodput_bps for iv in f.intervals] for f in result.flows}
+    verdict = result.verdict.level if result.verdict is not None else "unjudged"
+    return Point(experiment, x, stack.name, goodput, series, wall, (min(seen), max(seen)),
+                 verdict=verdict)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -238,14 +286,16 @@ def _stack(opts: VtOptions, name: str, spec: TopologySpec) -> Any:
         from fidelnet.bench.peer import MininetTopology
 
         with MininetTopology(peer_plan(spec)) as peer:
-            yield _Stack(name, dict(peer.nodes))
+            yield _Stack(name, dict(peer.nodes), mininet=peer.version)
         return
     from fidelnet.network import Network
 
     tdf: Any = None
     if name == "fidelnet-vt":
         tdf = AutoTdf(high=opts.tdf_high) if opts.tdf == "auto" else float(opts.tdf)
-    with Network(spec, tdf=tdf, command="fidelnet bench vt") as net:
+    own = copy.deepcopy(spec)  # a network changes its spec (its TDF): each stack its own
+    own.tdf, own.tdf_auto = None, None
+    with Network(own, tdf=tdf, command="fidelnet bench vt") as net:
         yield _Stack(name, {n: net[n] for n in spec.nodes if spec.nodes[n].kind != "switch"}, net)
 
 

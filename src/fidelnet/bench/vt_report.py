@@ -48,6 +48,8 @@ def _cell(p: Point | None, expected_bps: float | None = None) -> str:
     text = f"{g:.2f}"
     if expected_bps:
         text += f" ({100 * _one(p) / expected_bps:.0f} %)"
+    if p.verdict != "trusted":
+        text += f" {p.verdict}"  # the run monitor's verdict, when not trusted
     return text
 
 
@@ -105,6 +107,7 @@ def summarize(
                     row.append(f"{p.goodput_bps.get(f, 0) / 1e9:.3f}" if p else "")
             rows.append(row)
         jrow, one, tdf, wall = ["Jain (phase 2)"], ["phase 1, one flow"], ["TDF"], ["wall (s)"]
+        verdict = ["verdict (phase 2)"]
         for s in stacks:
             if s not in by:
                 continue
@@ -113,14 +116,17 @@ def summarize(
             one.append(_cell(p1))
             tdf.append(_tdf(p2) if s == "fidelnet-vt" else "1")
             wall.append(f"{(p1.wall_s if p1 else 0) + (p2.wall_s if p2 else 0):.1f}")
+            verdict.append(p2.verdict if p2 else "")
         tables.append({
             "title": "(c) five concurrent 1 Gbit/s flows on 50 hosts, 100 µs links "
                      "(Fig. 5 vs 10)",
-            "header": header, "rows": [*rows, jrow, one, tdf, wall],
+            "header": header, "rows": [*rows, jrow, verdict, one, tdf, wall],
         })  # fmt: skip
     notes = [
         f"switches: {_SWITCHES[opts.switch]} for fidelnet; Linux bridges for Mininet "
         "(its OVS needs the kernel module)",
+        "a cell marked degraded or untrusted: the run monitor's verdict on that "
+        "measurement (docs/fidelity.md)",
         "goodput: the receiver's (iperf3 server), after a warm-up of "
         f"{opts.warmup} s, over {opts.duration} s of the programs' time; at most "
         f"{100 * WIRE:.1f} % of the configured rate (headers)",

@@ -6,14 +6,15 @@ samples every signal fidelnet already has, every ``period_s`` (0.5 s):
 - the busy share of each core (user, system, irq, softirq and steal: everything but
   idle and iowait, from ``/proc/stat``), less the link engine's own spinning, which
   is time it would give up, and less the sampler's own CPU time;
-- the link engine's lateness (p99 of the departures of the window, in virtual time);
+- the link engine's lateness (p99 of the departures of the window, in virtual time,
+  from linkd's ``pulse``: a power-of-two bucket bound, no histogram to encode);
 - drops that overload causes: the kernel's input backlog (``softnet_stat``), the
   engine's ingress drops, and the UDP receive-buffer errors of the nodes' sockets.
 
 and decides (:func:`decide`, a pure function):
 
 - **raise** at once when the busiest core is above ``high_busy`` (85 %), or lateness
-  or drops appear: to the factor that would bring the busiest core to
+  (p99 of 262 µs or more) or drops appear: to the factor that would bring the busiest core to
   ``target_busy`` (the work per real second falls as the factor rises), at least
   doubled for lateness or drops, rounded up to a step of :data:`LADDER`;
 - **lower** only after ``calm_windows`` calm samples in a row (busiest core under
@@ -22,8 +23,11 @@ and decides (:func:`decide`, a pure function):
   halving per step: quick up, slow down;
 - **remember** a factor that lost fidelity (lateness or drops): no lowering back to
   it for ``hold_s``, twice as long each time a lowering is followed by such a raise
-  (up to ``max_backoff_s``). CPU alone does not see every limit (the engine was
-  late at TDF 2 with its core 70 % busy): without this it went 4 → 2 → 4 → 8;
+  within ``oscillation_s`` (up to ``max_backoff_s``). CPU alone does not see every
+  limit (the engine was late at TDF 2 with its core 70 % busy): without this it
+  went 4 → 2 → 4 → 8. Lateness counts against each link's own delay, as the run
+  monitor's judge does (p99 above 35 % of the delay: a 100 µs link tolerates less
+  than a 10 ms one);
 - stay within ``low`` and ``high``.
 
 Every change goes through ``Network.set_tdf(x, reason)``: one instant for every node
@@ -64,10 +68,12 @@ class Policy:
 
     high_busy: float = 0.85
     low_busy: float = 0.35
-    lateness_ns: int = 200_000
+    lateness_ns: int = 300_000  # above the 2^18 ns bucket: p99 of 262 µs or more
+    lateness_share: float = 0.35  # or a p99 bucket above 35 % of its link's delay
     calm_windows: int = 6
     hold_s: float = 3.0
     max_backoff_s: float = 120.0
+    oscillation_s: float = 60.0  # a raise this soon after a lowering doubles the backoff
 
 
 DEFAULT_POLICY = Policy()
@@ -81,6 +87,7 @@ class Signals:
     lateness_p99_ns: int  # the engine's, in virtual ns (0 without engine traffic)
     drops: int  # backlog + engine ingress + UDP receive-buffer drops in the window
     core: int = -1  # which core was busiest
+    lateness_share: float = 0.0  # the largest p99 lateness over its link's delay
 
 
 @dataclass
@@ -115,7 +122,7 @@ def decide(
 ) -> tuple[float, str] | None:
     """The new factor and why, or None to keep ``state.tdf``; updates ``state``."""
     tdf = state.tdf
-    late = s.lateness_p99_ns > policy.lateness_ns
+    late = s.lateness_p99_ns > policy.lateness_ns or s.lateness_share > policy.lateness_share
     hot = s.busy > policy.high_busy
     if hot or late or s.drops > 0:
         state.calm = 0
@@ -128,7 +135,7 @@ def decide(
         if late or s.drops > 0:
             # The old factor lost fidelity: do not come back to it for a while, and for
             # twice as long each time a lowering is followed by a raise (oscillation).
-            soon = now - state.last_lower < max(state.backoff_s, policy.hold_s) * 2
+            soon = now - state.last_lower < policy.oscillation_s
             base = max(state.backoff_s, policy.hold_s)
             state.backoff_s = min(2 * base, policy.max_backoff_s) if soon else policy.hold_s
             state.floor, state.floor_until = tdf, now + state.backoff_s
@@ -137,7 +144,10 @@ def decide(
         if hot:
             why.append(f"core {s.core} busy {100 * s.busy:.0f} %")
         if late:
-            why.append(f"engine lateness p99 {s.lateness_p99_ns / 1e3:.0f} us")
+            what = f"engine lateness p99 {s.lateness_p99_ns / 1e3:.0f} us"
+            if s.lateness_share > policy.lateness_share:
+                what += f" ({100 * s.lateness_share:.0f} % of its link's delay)"
+            why.append(what)
         if s.drops > 0:
             why.append(f"{s.drops} packets dropped by overload")
         return new, "auto up: " + ", ".join(why)
@@ -171,6 +181,7 @@ class Adaptor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vt-adapt", daemon=True)
         self._last: dict[str, Any] = {}
+        self._ingress: dict[tuple[str, str], int] = {}  # ingress drops so far, per direction
 
     def start(self) -> None:
         self._last = self._counters()
@@ -210,15 +221,17 @@ class Adaptor:
             "cpu": procfs.cpu_times(),
             "backlog": procfs.softnet_dropped(),
             "udp": sum(_udp_rcvbuf_errors(n) for n in self._sampled_nodes()),
-            "engine": {},
+            "engine": [],
             "spin_ns": 0,
         }
         engine = self.net.engine
         if engine is not None and engine.alive():
             with contextlib.suppress(Exception):
-                reply = engine.request("stats")
-                out["engine"] = reply.get("links", {})
-                out["spin_ns"] = int(reply.get("engine", {}).get("spin_ns", 0))
+                # linkd's window since the last pulse: no histograms to encode (a
+                # `stats` of every link every 0.5 s delayed packets by milliseconds)
+                reply = engine.request("pulse")
+                out["engine"] = reply.get("directions", [])
+                out["spin_ns"] = int(reply.get("spin_ns", 0))
         return out
 
     def _sampled_nodes(self) -> list[Any]:
@@ -226,35 +239,38 @@ class Adaptor:
         return nodes[:_MAX_NODES_SAMPLED]
 
     def _signals(self, a: dict[str, Any], b: dict[str, Any]) -> Signals:
-        from fidelnet.fidelity.monitor import lateness_delta
-
         window_ns = max(1.0, (b["t"] - a["t"]) * 1e9)
         shares = procfs.busy_share(a["cpu"], b["cpu"])
         spin = max(0, b["spin_ns"] - a["spin_ns"]) / window_ns
         own = max(0.0, b["self_s"] - a["self_s"]) * 1e9 / window_ns
         core, busy = max(shares.items(), key=lambda kv: kv[1]) if shares else (-1, 0.0)
         busy = max(0.0, busy - spin - own)
-        late = 0
+        late, share = 0, 0.0
+        delays = self._delays()
         drops = max(0, b["backlog"] - a["backlog"]) + max(0, b["udp"] - a["udp"])
-        for name, link in b["engine"].items():
-            before = a["engine"].get(name, {})
-            for d in ("ab", "ba"):
-                sa, sb = before.get(d, {}), link.get(d, {})
-                if not sb:
-                    continue
-                drops += max(0, int(sb.get("ingress_drops", 0)) - int(sa.get("ingress_drops", 0)))
-                if int(sb.get("tx_packets", 0)) - int(sa.get("tx_packets", 0)) < 20:
-                    continue  # too few departures for a p99 (and decoding costs)
-                pairs = lateness_delta(sa.get("lateness_hdr", ""), sb.get("lateness_hdr", ""))
-                total = sum(n for _v, n in pairs)
-                if total >= 20:
-                    rank, seen = math.ceil(total * 0.99), 0
-                    for v, n in pairs:
-                        seen += n
-                        if seen >= rank:
-                            late = max(late, v)
-                            break
-        return Signals(busy=busy, lateness_p99_ns=late, drops=drops, core=core)
+        drops_before = {(d["link"], d["dir"]): int(d["ingress_drops"]) for d in a["engine"]}
+        for d in b["engine"]:
+            key = (d["link"], d["dir"])
+            self._ingress.setdefault(key, drops_before.get(key, int(d["ingress_drops"])))
+            drops += max(0, int(d["ingress_drops"]) - self._ingress[key])
+            self._ingress[key] = int(d["ingress_drops"])
+            if int(d["departures"]) >= 20:  # enough departures for a p99
+                late = max(late, int(d["p99_ns"]))
+                delay = delays.get(key, 0.0)
+                if delay > 0:
+                    share = max(share, int(d["p99_ns"]) / (delay * 1e9))
+        return Signals(busy=busy, lateness_p99_ns=late, drops=drops, core=core,
+                       lateness_share=share)  # fmt: skip
+
+    def _delays(self) -> dict[tuple[str, str], float]:
+        """Each engine link direction's delay (s): lateness is judged against it."""
+        out: dict[tuple[str, str], float] = {}
+        for link in self.net.links:
+            name = getattr(link.driver, "name", None)
+            if name is not None:
+                out[(name, "ab")] = link.params("ab").delay or 0.0
+                out[(name, "ba")] = link.params("ba").delay or 0.0
+        return out
 
 
 def _udp_rcvbuf_errors(node: Any) -> int:
