@@ -57,7 +57,12 @@ def test_tables_and_figures_from_points(tmp_path: Path) -> None:
         "link rate (Gbit/s)", "fidelnet, TDF 1-8 (auto) Gbit/s", "fidelnet, TDF 1 Gbit/s",
         "Mininet 2.3.0 Gbit/s",
     ]  # fmt: skip
-    assert a["rows"][1][:4] == ["10", "9.50 (95 %) unjudged", "5.00 (50 %) unjudged", "7.00 (70 %) unjudged"]
+    assert a["rows"][1][:4] == [
+        "10",
+        "9.50 (95 %) unjudged",
+        "5.00 (50 %) unjudged",
+        "7.00 (70 %) unjudged",
+    ]
     jain_row = next(r for r in c["rows"] if r[0] == "Jain (phase 2)")
     assert jain_row[1] == "1.0000" and float(jain_row[3]) < 0.9
     assert any("no sch_netem" in n for n in summary["notes"])
