@@ -105,3 +105,13 @@ def test_the_adaptive_tdf_rises_under_load_and_falls_when_idle() -> None:
     assert timeline[-1]["tdf"] == 1.0, timeline
     # At the factor it chose, the 10 Gbit/s link carried close to its rate.
     assert got >= 0.85 * 10e9 * _WIRE, got / 1e9
+
+
+def test_a_tcp_measurement_waits_for_the_dilated_flow() -> None:
+    """The default timeout is in real time: at TDF 8 a 2 s flow takes 16 s, more than
+    the undilated default (2 s + 10 s) would wait."""
+    from fidelnet.measure.tcp import tcp
+
+    with Network(_pair("tc", LinkParams(bw=100e6)), tdf=8.0) as net:
+        result = tcp(net, [("h1", "h2")], duration=2, interval=1.0, warmup=1)
+    assert 0.9 * 100e6 * _WIRE <= result.flows[0].goodput_bps <= 100e6, result.flows[0]

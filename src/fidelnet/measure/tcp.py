@@ -165,7 +165,7 @@ def tcp(
             [_session(net, plan, w) for plan, w in zip(plans, windows, strict=True)],
             duration=seconds,
             interval=interval,
-            timeout=_timeout(timeout, seconds, rtt),
+            timeout=_timeout(timeout, seconds, rtt) * (_dilation(net) if timeout is None else 1),
         )
         if mon is not None:
             mon.end()
@@ -183,6 +183,16 @@ def tcp(
         return result
     shaped = any(p.path.capacity_bps is not None for p in plans)
     return judged(result, mon.record(), capacity_limited=shaped)
+
+
+def _dilation(net: Network) -> float:
+    """Real seconds per virtual second at most, for a default timeout: the TDF (the
+    adaptive factor's upper bound), 1 for an undilated run."""
+    auto = getattr(net.spec, "tdf_auto", None)
+    if auto is not None:
+        return float(auto.high)
+    tdf = getattr(net.spec, "tdf", None)
+    return float(tdf) if tdf else 1.0
 
 
 def plan_flows(net: Network, names: Sequence[tuple[str, str]], port: int) -> list[FlowPlan]:
