@@ -3,6 +3,7 @@
 #   make run        install, then run the default scenario (7-node line) and print its report
 #   make test       install (plus Debian's mininet: its examples are tests; BIRD 2), check, cargo test, pytest
 #   make check      formatters and linters only (ruff, mypy, cargo fmt, clippy)
+#   make flake      the privileged and scenario suites FLAKE_RUNS times: which tests flake
 #   make bench      install (plus Debian's mininet as the peer), then bench/
 #   make bench-scale  install, then bench/scale.py (time per node to 10,000 nodes)
 #   make bench-links  install, then the link engine's fidelity benchmark (bench/links.py)
@@ -61,10 +62,10 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test fuzz soak bench bench-scale bench-links bench-line distclean
+.PHONY: help install apt-deps venv native run check test flake fuzz soak bench bench-scale bench-links bench-line distclean
 
 help:
-	@sed -n '1,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '1,12s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 ## install: apt packages, the virtualenv with fidelnet in it, the Rust binaries
 install: apt-deps venv native
@@ -138,6 +139,14 @@ FUZZ_CASES ?= 40000
 fuzz: install
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --workspace fuzz_ -- --nocapture
 	FIDELNET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FIDELNET_FUZZ_RANDOM=1 $(VENV_PATH) $(VENV)/bin/pytest -q tests/unit/test_fuzz_inputs.py
+
+## flake: the privileged and scenario suites FLAKE_RUNS times; lists every test that failed in
+## some runs (FLAKY) or all (FLAKE_ARGS: other pytest paths and options; results in flake-results/)
+FLAKE_RUNS ?= 3
+FLAKE_ARGS ?=
+flake: APT_EXTRA = $(APT_TEST)
+flake: install
+	$(VENV_PATH) $(VENV)/bin/python scripts/flake --runs $(FLAKE_RUNS) $(FLAKE_ARGS)
 
 ## soak: one long run (SOAK_MINUTES) and rounds of four runs at once, killed at random (bench/soak.py)
 SOAK_MINUTES ?= 60
