@@ -28,7 +28,15 @@ import yaml
 from pydantic import BaseModel, Tag
 
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem, ScenarioError
-from fidelnet.scenario.limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_YAML_VALUES
+from fidelnet.scenario.limits import (
+    MAX_CHECKS,
+    MAX_DEPTH,
+    MAX_EVENTS,
+    MAX_FILE_BYTES,
+    MAX_SETUP,
+    MAX_TRAFFIC,
+    MAX_YAML_VALUES,
+)
 from fidelnet.scenario.model import Scenario
 
 __all__ = ["Positions", "default_scenario", "dumps", "load", "loads", "parse_yaml"]
@@ -253,6 +261,9 @@ def loads(text: str, name: str = "<string>", *, base_dir: str | FsPath | None = 
                 )
             ]
         )
+    counted = list(_too_many_items(data))
+    if counted:
+        raise ScenarioError(place(counted, positions, name))
     context = {"base_dir": FsPath(base_dir) if base_dir is not None else None}
     try:
         return Scenario.model_validate(data, context=context)
@@ -261,6 +272,26 @@ def loads(text: str, name: str = "<string>", *, base_dir: str | FsPath | None = 
     except ScenarioError as exc:
         found = exc.problems
     raise ScenarioError(place(found, positions, name))
+
+
+_LIST_LIMITS = {"setup": MAX_SETUP, "traffic": MAX_TRAFFIC, "checks": MAX_CHECKS}
+
+
+def _too_many_items(data: Mapping[str, Any]) -> Iterable[Problem]:
+    """Lists past their limits, counted before any item is validated: validating ten
+    thousand checks only to refuse the file is the work the limit exists to bound."""
+
+    def over(path: Path, items: object, limit: int) -> Iterable[Problem]:
+        if isinstance(items, list) and len(items) > limit:
+            yield Problem(f"must have at most {limit} item(s), not {len(items):,}", path)
+
+    for key, limit in _LIST_LIMITS.items():
+        yield from over((key,), data.get(key), limit)
+    traffic = data.get("traffic")
+    if isinstance(traffic, list) and len(traffic) <= MAX_TRAFFIC:
+        for i, item in enumerate(traffic):
+            if isinstance(item, dict):
+                yield from over(("traffic", i, "events"), item.get("events"), MAX_EVENTS)
 
 
 def place(problems: Iterable[Problem], positions: Positions, file: str) -> list[Problem]:
