@@ -1,0 +1,42 @@
+"""One topology over several machines (docs/cluster.md).
+
+Built so far: partitioning. :func:`partition` places every node of a
+:class:`~fidelnet.topology.spec.TopologySpec` on one of several machines
+(:class:`MachineSpec`) with METIS, keeping hosts with their switch and never
+cutting a link whose configured delay is below the measured one-way delay between
+the machines (:data:`Delays`); the :class:`Partition` lists the cut links
+(:class:`CutLink`) with the delay each end shapes after compensation, or
+:class:`PartitionError` names what cannot be honoured.
+
+Not built yet: the image, the Kubernetes resources and controller, the shard
+agent, links carried between machines, verdicts across machines, front doors.
+"""
+
+from __future__ import annotations
+
+from fidelnet.cluster.machines import Delays, MachineSpec
+from fidelnet.cluster.partition import (
+    MAX_ROUNDS,
+    UNSHAPED_MBPS,
+    VM_WEIGHT,
+    CutLink,
+    Partition,
+    PartitionError,
+    link_weight,
+    node_weight,
+    partition,
+)
+
+__all__ = [
+    "MAX_ROUNDS",
+    "UNSHAPED_MBPS",
+    "VM_WEIGHT",
+    "CutLink",
+    "Delays",
+    "MachineSpec",
+    "Partition",
+    "PartitionError",
+    "link_weight",
+    "node_weight",
+    "partition",
+]
