@@ -158,7 +158,7 @@ soak: install
 test: APT_EXTRA = $(APT_TEST)
 test: install check
 	$(CARGO) test --workspace --locked
-	$(VENV_PATH) $(VENV)/bin/pytest tests
+	$(VENV_PATH) $(VENV)/bin/pytest --durations=15 tests
 
 ## bench: build/teardown against stock Mininet (BENCH_ARGS=--quick for a short run)
 bench: APT_EXTRA = $(APT_BENCH)

@@ -22,7 +22,7 @@ def _root() -> None:
 
 def test_short_hifi_suite(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "fidelnet", "bench", "hifi", "--seconds", "5",
+        [sys.executable, "-m", "fidelnet", "bench", "hifi", "--seconds", "3",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
