@@ -1,12 +1,51 @@
-"""Fixtures for privileged tests: each test must leave the machine as it found it."""
+"""Fixtures for privileged tests: each test must leave the machine as it found it.
+
+Also which tests `make test` runs in its first phase, beside each other (marker
+``parallel``): every unit test, and the privileged modules below, whose tests assert
+what was built and what answered, never a measured time or rate. Those privileged
+tests share one xdist group, so no two networks are ever built at once (each test's
+check that it left nothing behind looks at the whole machine); the unit tests run
+beside them on the other worker. A test marked ``timing`` (it measures) never runs
+in that phase: the second phase runs it, and every module not listed, one test at a
+time on an otherwise quiet machine. A new module is serial until it is listed here.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+PARALLEL_MODULES = frozenset(
+    {
+        "test_compat_api.py",
+        "test_compat_errors.py",
+        "test_examples.py",
+        "test_flows.py",
+        "test_hwintf.py",
+        "test_hwlinks.py",
+        "test_nat_clean.py",
+        "test_network.py",
+        "test_ovs_switch.py",
+        "test_scale.py",
+        "test_switch_mld.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if "timing" in item.keywords:
+            continue
+        if path.parent.name == "unit":
+            item.add_marker(pytest.mark.parallel)
+        elif path.parent.name == "privileged" and path.name in PARALLEL_MODULES:
+            item.add_marker(pytest.mark.parallel)
+            item.add_marker(pytest.mark.xdist_group("net"))
 
 
 def host_links() -> set[str]:

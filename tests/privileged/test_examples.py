@@ -321,7 +321,17 @@ HOST_SYSCTLS = ("/proc/sys/net/ipv4/tcp_congestion_control",)
 NEEDS_SSHD_DIR = {"baresshd.py", "sshd.py"}
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# Examples that measure (rates, CPU shares) or load the machine (64 hosts pinging
+# through the userspace datapath): they run alone (`timing`), after the others.
+MEASURING = frozenset(
+    {"limit.py", "simpleperf.py", "intfoptions.py", "linearbandwidth.py", "treeping64.py"}
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.timing) if n in MEASURING else n for n in CASES],
+)
 def test_example(name: str) -> None:
     if not (EXAMPLES / name).is_file():
         pytest.fail(f"{EXAMPLES / name} is not installed: make test installs Debian's mininet")

@@ -14,6 +14,9 @@ import pytest
 
 from fidelnet.vt import TimePage, preload_env, shim_path
 
+# Virtual time is measured against the real clock: these run alone (make test).
+pytestmark = pytest.mark.timing
+
 TDF = 4.0
 
 
