@@ -57,7 +57,13 @@ def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
         assert down.outage_s is not None
         assert abs(down.outage_s - 2.0) <= 1e-4, down.outage_s
         assert down.recovered and down.lost is not None
-        assert abs(down.lost - 2.0 * RATE) <= 1
+        # Packets due in the cut were lost; a sender that fell behind its schedule
+        # (a busy machine) sent some due before it inside it, or some due inside it
+        # after: by at most the span it was behind.
+        assert abs(down.lost - 2.0 * RATE) <= 1 + res.behind_max_ns * RATE / 1e9, (
+            down.lost,
+            res.behind_max_ns,
+        )
         assert len(res.outages) == 1 and res.outages[0].lost == down.lost
         assert res.lost == down.lost  # nothing else was lost
 

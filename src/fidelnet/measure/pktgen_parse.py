@@ -198,6 +198,7 @@ def combine(
             interval_s=step,
             first_send_ns=_opt_int(sent, "first_send_ns"),
             last_send_ns=_opt_int(sent, "last_send_ns"),
+            behind_max_ns=int(sent.get("behind_max_ns", 0)),
             gaps=_gaps(got),
             gaps_dropped=int(got.get("gaps_dropped", 0)),
             jitter=latency.summary_from_json(got["jitter"]) if got.get("jitter") else None,

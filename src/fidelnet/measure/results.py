@@ -222,6 +222,10 @@ class UdpResult(_Model):
     first_send_ns: int | None = None
     """When the first packet was sent (CLOCK_REALTIME ns)."""
     last_send_ns: int | None = None
+    behind_max_ns: int = 0
+    """The most the sender fell behind its schedule (a busy machine): packets due in
+    that span went out late, bunched; a cut's loss count can differ from its length
+    times the rate by that span times the rate."""
     gaps: list[Gap] = Field(default_factory=list)
     """Every jump in a flow's sequence numbers (at most 10,000; ``gaps_dropped`` more)."""
     gaps_dropped: int = 0
