@@ -81,13 +81,16 @@ def test_zero_loss_search_converges_to_engine_capacity() -> None:
         z = zero_loss_rate(
             net, "h1", "h2", low_pps=1000, high_pps=20_000, trial_s=1.0, resolution_pps=200
         )
-    assert not [t for t in z.trials if t.generator_limited]
+    # Each rate was offered in full (a trial the generator fell short of, on a busy
+    # machine, is run again: the last trial at each rate is the one that counts).
+    decided = {t.rate_pps: t for t in z.trials}
+    assert not [t for t in decided.values() if t.generator_limited], z.trials
     # Just below capacity nothing is lost; above it the 100-packet queue overflows
     # within a 1 s trial once the excess exceeds 100 packets, i.e. at
     # capacity + 100 pps. NDR must land in that bracket (less one resolution step).
     assert capacity - 200 <= z.ndr_pps <= capacity + 100 + 200, z.ndr_pps
     assert z.pdr_pps >= z.ndr_pps
-    assert len(z.trials) <= 12
+    assert len(decided) <= 12
 
 
 def test_bad_input_is_refused_before_anything_runs() -> None:

@@ -111,3 +111,27 @@ def test_traffic_spec_names_the_bad_field(kwargs: dict[str, object], field: str)
     with pytest.raises(ValidationError) as exc:
         TrafficSpec(**args).check()  # type: ignore[arg-type]
     assert exc.value.field == field
+
+
+def test_a_trial_just_short_of_its_rate_is_run_again_and_one_far_short_is_not() -> None:
+    """A busy moment (99.9 % of the rate) is repeated and then counts; a generator at
+    its capacity (30 % of the rate) is not: the search bisects below it."""
+    busy_once: set[float] = set()
+
+    def trial(rate: float) -> UdpResult:
+        if rate > 300_000:
+            return _result(rate, 0, reached=False, achieved=300_000)
+        if rate not in busy_once:
+            busy_once.add(rate)
+            return _result(rate, 0, reached=False, achieved=0.999 * rate)
+        return _result(rate, 0)
+
+    ndr, _, trials = search(
+        trial, low_pps=1000, high_pps=1e6, resolution_pps=5000, pdr_loss=0.0, max_trials=40
+    )  # type: ignore[arg-type]
+    assert 295_000 <= ndr <= 300_000
+    by_rate: dict[float, list[bool]] = {}
+    for t in trials:
+        by_rate.setdefault(t.rate_pps, []).append(t.generator_limited)
+    assert by_rate[1e6] == [True]  # far short: once
+    assert all(v == [True, False] for r, v in by_rate.items() if r <= 300_000), by_rate
