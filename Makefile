@@ -62,7 +62,7 @@ APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 VENV_STAMP   := $(VENV)/.installed-pyproject
 EXEC_BIN     := $(VENV)/bin/fidelnet-exec
 
-.PHONY: help install apt-deps venv native run check test flake fuzz soak bench bench-scale bench-links bench-line distclean
+.PHONY: help install apt-deps venv native k8s run check test flake fuzz soak bench bench-scale bench-links bench-line distclean
 
 help:
 	@sed -n '1,12s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
@@ -154,11 +154,21 @@ soak: install
 	$(VENV)/bin/python bench/soak.py run --minutes $(SOAK_MINUTES)
 	$(VENV)/bin/python bench/soak.py concurrent --rounds 3
 
+## k8s: the test control plane (etcd, kube-apiserver, -controller-manager, -scheduler, kwok) built
+## from the Go module proxy once per machine into ~/.cache/fidelnet/k8s (scripts/k8s-build; needs Go)
+k8s:
+	scripts/k8s-build
+
 ## test: everything CI runs (pytest exits 5 when it collects nothing: an error, on purpose)
+# Two phases: first the tests marked `parallel` (every unit test not marked `timing`,
+# and the privileged modules that assert only what was built and what answered) on two
+# xdist workers, the privileged ones in one group so that one network at a time is
+# built; then every other test alone on a quiet machine (tests/privileged/conftest.py).
 test: APT_EXTRA = $(APT_TEST)
-test: install check
+test: install check k8s
 	$(CARGO) test --workspace --locked
-	$(VENV_PATH) $(VENV)/bin/pytest --durations=15 tests
+	$(VENV_PATH) $(VENV)/bin/pytest -n 2 --dist loadgroup --durations=10 -m parallel tests
+	$(VENV_PATH) $(VENV)/bin/pytest --durations=15 -m "not parallel" tests
 
 ## bench: build/teardown against stock Mininet (BENCH_ARGS=--quick for a short run)
 bench: APT_EXTRA = $(APT_BENCH)

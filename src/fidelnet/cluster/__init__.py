@@ -8,8 +8,14 @@ the machines (:data:`Delays`); the :class:`Partition` lists the cut links
 (:class:`CutLink`) with the delay each end shapes after compensation, or
 :class:`PartitionError` names what cannot be honoured.
 
-Not built yet: the image, the Kubernetes resources and controller, the shard
-agent, links carried between machines, verdicts across machines, front doors.
+Also here, imported only by name (they are not re-exported): :mod:`.controlplane`,
+a real Kubernetes control plane (etcd, kube-apiserver, -controller-manager,
+-scheduler, kwok Nodes) started and stopped for tests, with its command lines in
+:mod:`.cpconfig`; :mod:`.kube`, a small client of the Kubernetes API on the
+standard library. The CRDs are in ``deploy/crds/``.
+
+Not built yet: the image, RBAC and manifests, the controller, the shard agent,
+links carried between machines, verdicts across machines, front doors.
 """
 
 from __future__ import annotations
