@@ -4,8 +4,13 @@ Subcommands: ``mn`` (Mininet's ``mn``, options and scripts), ``clean`` (remove
 what stale runs own), ``compat-path`` (the directory holding the ``mininet``
 package shim), ``runs`` (list runs with state files), ``measure`` (the
 generator's floor), ``calibrate`` (the machine's profile), ``bench`` (benchmarks
-beside Mininet), ``report`` (an HTML page from a results directory), ``validate``,
-``run`` and ``test`` (scenario files).
+beside Mininet), ``cluster`` (one topology over several machines on Kubernetes),
+``report`` (an HTML page from a results directory), ``validate``, ``run`` and
+``test`` (scenario files), ``doctor`` (what this machine can do).
+
+The subcommands defined in other modules are listed in ``COMMANDS`` and imported
+only when used (``fidelnet.cli.lazy``): ``fidelnet --version`` imports click and
+nothing heavy.
 """
 
 from __future__ import annotations
@@ -15,13 +20,81 @@ import sys
 import click
 
 from fidelnet._version import __version__
+from fidelnet.cli.lazy import LazyCommand, LazyGroup
 from fidelnet.errors import FidelnetError
 from fidelnet.log import LEVELS, set_log_level
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+# name -> where the command lives and its one-line help (for `fidelnet --help`,
+# which must not import the modules). A test checks these against the commands.
+COMMANDS: dict[str, LazyCommand] = {
+    "bench": LazyCommand(
+        "fidelnet.cli.bench",
+        "bench",
+        "Benchmarks: `line` (the CIMininet 7-node line beside stock Mininet), `hifi` (the "
+        "Mininet-HiFi validation suite), `hvnet` (HVNet's random topologies with per-flow "
+        "routing beside stock Mininet), `vt` (VT-Mininet's experiments: fidelnet with "
+        "virtual time, without, and stock Mininet).",
+    ),
+    "calibrate": LazyCommand(
+        "fidelnet.cli.calibrate",
+        "calibrate",
+        "Run Mininet-HiFi's micro-benchmarks on this machine (under 5 minutes) and keep the "
+        "result as its profile, which every later verdict and capacity check reads.",
+    ),
+    "cluster": LazyCommand(
+        "fidelnet.cli.cluster",
+        "cluster",
+        "One topology over several machines on Kubernetes: `apply`, `status`, `delete`, and "
+        "the `controller` and `agent` processes.",
+    ),
+    "doctor": LazyCommand(
+        "fidelnet.cli.doctor",
+        "doctor",
+        "What this machine can do and what fidelnet will use for it, with what to install "
+        "or enable where something is missing.",
+    ),
+    "hw": LazyCommand(
+        "fidelnet.cli.hw",
+        "hw",
+        "Hardware for hardware links: `sriov` (VF pairs on two cabled NICs).",
+    ),
+    "measure": LazyCommand(
+        "fidelnet.cli.measure",
+        "measure",
+        "Measurements: `selftest` (the generator's own floor).",
+    ),
+    "report": LazyCommand(
+        "fidelnet.cli.report",
+        "report",
+        "Plot every result file (*.json) in DIR and write an HTML page showing them.",
+    ),
+    "run": LazyCommand(
+        "fidelnet.cli.scenario",
+        "run",
+        "Run scenario FILES (default: the embedded 7-node line) and write their results, "
+        "JUnit file and report.",
+    ),
+    "test": LazyCommand(
+        "fidelnet.cli.scenario",
+        "test",
+        "Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.",
+    ),
+    "validate": LazyCommand(
+        "fidelnet.cli.validate",
+        "validate",
+        "Check scenario files: syntax, keys, units, names and the topology.",
+    ),
+    "vm": LazyCommand("fidelnet.cli.vm", "vm", "VM nodes (backend qemu): their guest image."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, "-V", "--version", prog_name="fidelnet")
 @click.option(
     "-v",
@@ -117,23 +190,6 @@ def mn(args: tuple[str, ...]) -> None:
     from fidelnet.cli.mn import run_mn
 
     sys.exit(run_mn(list(args)))
-
-
-def _register() -> None:
-    from fidelnet.cli.bench import bench
-    from fidelnet.cli.calibrate import calibrate
-    from fidelnet.cli.hw import hw
-    from fidelnet.cli.measure import measure
-    from fidelnet.cli.report import report
-    from fidelnet.cli.scenario import run, test
-    from fidelnet.cli.validate import validate
-    from fidelnet.cli.vm import vm
-
-    for command in (measure, bench, calibrate, report, validate, run, test, vm, hw):
-        cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

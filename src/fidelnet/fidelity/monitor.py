@@ -47,7 +47,7 @@ from fidelnet.fidelity.record import (
     TimerProbe,
     VmSeen,
 )
-from fidelnet.kernel import cgroups, neigh, procfs, tc
+from fidelnet.kernel import cgroups, neigh, procfs
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -278,6 +278,8 @@ class Monitor:
                     continue
                 with contextlib.suppress(Exception):
                     snap.cgroups[node.name] = cgroups.cpu_stat(node.cgroup_dirs())
+            from fidelnet.kernel import tc  # pyroute2: only where a net is watched
+
             for node in self._watched():
                 self._vcpu_times(node, snap)
                 if node.netns is None:

@@ -27,7 +27,6 @@ one class.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import struct
@@ -46,7 +45,7 @@ _FUNC_GET_PRANDOM_U32 = 7
 _FUNC_GET_HASH_RECALC = 34
 TC_ACT_OK, TC_ACT_STOLEN = 0, 4
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # libc's symbols, without running ldconfig
 
 _MOV64_K = 0xB7  # BPF_ALU64 | BPF_MOV | BPF_K
 _CALL = 0x85  # BPF_JMP | BPF_CALL

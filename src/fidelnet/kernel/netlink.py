@@ -15,11 +15,9 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
-
 from fidelnet.errors import KernelError
 from fidelnet.kernel import ns, rtnl
+from fidelnet.kernel._pyroute2 import IPRoute, NetlinkError
 
 __all__ = ["Netlink", "NetlinkError"]
 

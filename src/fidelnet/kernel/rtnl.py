@@ -21,7 +21,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pyroute2.netlink.exceptions import NetlinkError
+from fidelnet.kernel._pyroute2 import NetlinkError
 
 __all__ = [
     "bpf_filter_msg",

@@ -76,8 +76,7 @@ class Host:
 
     def set_vf(self, pf: str, vf: int, vlan: int) -> None:
         """VF ``vf`` of ``pf``: its VLAN, spoof checking off, trusted."""
-        from pyroute2 import IPRoute
-        from pyroute2.netlink.exceptions import NetlinkError
+        from fidelnet.kernel._pyroute2 import IPRoute, NetlinkError
 
         with IPRoute() as ipr:
             found = ipr.link_lookup(ifname=pf)

@@ -23,10 +23,9 @@ import errno
 import os
 from typing import Any
 
-from pyroute2.netlink.exceptions import NetlinkError
-
 from fidelnet.errors import KernelError, UnsupportedError
 from fidelnet.kernel import bpf, ns
+from fidelnet.kernel._pyroute2 import NetlinkError
 from fidelnet.kernel.netlink import Netlink
 
 __all__ = [

@@ -18,23 +18,23 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fidelnet.measure.fairness import jain
-from fidelnet.measure.packets import udp, zero_loss_rate
-from fidelnet.measure.provenance import Provenance, collect
-from fidelnet.measure.results import (
-    FloorSummary,
-    ResultFile,
-    SelftestResult,
-    TcpResult,
-    UdpResult,
-    ZeroLossResult,
-    load_result,
-    save_result,
-)
-from fidelnet.measure.selftest import load_floor, selftest
-from fidelnet.measure.tcp import tcp
+from fidelnet._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from fidelnet.measure.fairness import jain
+    from fidelnet.measure.packets import udp, zero_loss_rate
+    from fidelnet.measure.provenance import Provenance
+    from fidelnet.measure.results import (
+        FloorSummary,
+        ResultFile,
+        SelftestResult,
+        TcpResult,
+        UdpResult,
+        ZeroLossResult,
+        load_result,
+    )
+    from fidelnet.measure.selftest import load_floor, selftest
+    from fidelnet.measure.tcp import tcp
     from fidelnet.network import Network
 
 __all__ = [
@@ -68,4 +68,32 @@ def save(
     and the floor last measured on this machine (None if never: the report says so)."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
+    from fidelnet.measure.provenance import collect
+    from fidelnet.measure.results import save_result
+    from fidelnet.measure.selftest import load_floor
+
     return save_result(target, name, result, collect(net, tools=tools), load_floor())
+
+
+# Imported on first use (fidelnet._lazy): the scenario model needs the measurement
+# modules' limits without the kernel layer and pydantic results they also carry.
+_LAZY = {
+    "jain": "fidelnet.measure.fairness",
+    "udp": "fidelnet.measure.packets",
+    "zero_loss_rate": "fidelnet.measure.packets",
+    "Provenance": "fidelnet.measure.provenance",
+    "collect": "fidelnet.measure.provenance",
+    "FloorSummary": "fidelnet.measure.results",
+    "ResultFile": "fidelnet.measure.results",
+    "SelftestResult": "fidelnet.measure.results",
+    "TcpResult": "fidelnet.measure.results",
+    "UdpResult": "fidelnet.measure.results",
+    "ZeroLossResult": "fidelnet.measure.results",
+    "load_result": "fidelnet.measure.results",
+    "save_result": "fidelnet.measure.results",
+    "load_floor": "fidelnet.measure.selftest",
+    "selftest": "fidelnet.measure.selftest",
+    "tcp": "fidelnet.measure.tcp",
+}
+
+lazy_exports(__name__, _LAZY)

@@ -55,6 +55,10 @@ DEFAULT_MSS = 1448
 
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 60.0
+MIN_WARMUP_S = 1.0
+"""The shortest warm-up a TCP measurement omits (``fidelnet.measure.tcp``)."""
+MIN_MEASURED_S = 1.0
+"""The shortest span a TCP measurement measures after its warm-up."""
 LISTEN_TIMEOUT_S = 10.0
 SERVER_GRACE_S = 10.0
 STOP_GRACE_S = 2.0

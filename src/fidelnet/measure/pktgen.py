@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fidelnet.errors import MeasurementError, ValidationError
-from fidelnet.kernel import nic
-from fidelnet.measure.pktgen_parse import combine
-from fidelnet.measure.results import UdpResult
+
+if TYPE_CHECKING:
+    from fidelnet.measure.results import UdpResult
 
 __all__ = [
     "MAX_SIZE",
@@ -264,6 +264,8 @@ def prepare_gso(node: Runner, devices: Sequence[str]) -> None:
     with ``tx-udp-segmentation`` off on the egress device the kernel splits it
     before the device, so separate frames cross the link, as in ``udp`` mode.
     pktgen refuses gso while the feature is on; this turns it off (ethtool)."""
+    from fidelnet.kernel import nic
+
     for dev in devices:
         p = node.popen(
             nic.udp_segmentation_off_argv(dev),
@@ -288,6 +290,25 @@ def resolve_neighbour(src: Runner, addr: str) -> None:
         p.wait(timeout=5)
     except subprocess.TimeoutExpired:
         stop_process(p, signal.SIGKILL)
+
+
+def combine(
+    src: str,
+    dst: str,
+    dst_addr: str,
+    spec: TrafficSpec,
+    sent: dict[str, Any],
+    got: dict[str, Any],
+    sender_cpu: int | None = None,
+    receiver_cpu: int | None = None,
+    hdr_log: str | None = None,
+) -> UdpResult:
+    """A UdpResult from the sender's and the receiver's JSON documents
+    (:func:`fidelnet.measure.pktgen_parse.combine`, imported here on first use: the
+    scenario model reads this module's limits without the result models)."""
+    from fidelnet.measure.pktgen_parse import combine as _combine
+
+    return _combine(src, dst, dst_addr, spec, sent, got, sender_cpu, receiver_cpu, hdr_log)
 
 
 def run(

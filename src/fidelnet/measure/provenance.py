@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from fidelnet._version import __version__
 from fidelnet.errors import StateError
 from fidelnet.fidelity.machine import Machine, machine
-from fidelnet.vt import run as vt_run
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -99,6 +98,8 @@ def collect(
         counts.update("fastpath:xdp" for _name in getattr(net, "fastpath", {}))
         backends = dict(sorted(counts.items()))
         vms = _vms(net)
+        from fidelnet.vt import run as vt_run  # the links' kernel layer: only with a net
+
         vt = vt_run.describe(net)
         topo = topology_hash(net.spec)
         seed = net.seed

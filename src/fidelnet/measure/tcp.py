@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from fidelnet.errors import ValidationError
 from fidelnet.measure import iperf3
 from fidelnet.measure.fairness import jain
+from fidelnet.measure.iperf3 import MIN_MEASURED_S, MIN_WARMUP_S
 from fidelnet.measure.path import Hop, Path, path
 from fidelnet.measure.results import Flag, TcpFlowResult, TcpInterval, TcpResult
 from fidelnet.measure.verdicts import judged, watch
@@ -72,9 +73,7 @@ timestamp option 12 + IPv4 20 + Ethernet 14. What the link engine and htb count.
 DISCREPANCY_LIMIT = 0.05
 SPAN_TOLERANCE = 1.01
 INTERVAL_TOLERANCE = 1.10
-MIN_WARMUP_S = 1.0
 WARMUP_RTTS = 4.0
-MIN_MEASURED_S = 1.0
 INITIAL_WINDOW_SEGMENTS = 10
 """RFC 6928's initial window; no suggestion is smaller than this many segments."""
 

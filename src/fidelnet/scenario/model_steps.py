@@ -22,7 +22,7 @@ from pydantic import (
 
 from fidelnet.errors import ValidationError
 from fidelnet.measure import iperf3, pktgen
-from fidelnet.measure.tcp import MIN_MEASURED_S, MIN_WARMUP_S
+from fidelnet.measure.iperf3 import MIN_MEASURED_S, MIN_WARMUP_S
 from fidelnet.scenario.errors import Path
 from fidelnet.scenario.fields import (
     Argv,

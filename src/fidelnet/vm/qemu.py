@@ -41,6 +41,7 @@ __all__ = [
     "disk_format",
     "find_qemu",
     "hotplug_nic",
+    "kvm_known",
     "qmp",
     "vcpu_threads",
 ]
@@ -243,18 +244,28 @@ def choose_accel(wanted: str, boot: Boot, cache: Path = CACHE) -> str:
     return "tcg"
 
 
-def _kvm_works(boot: Boot, cache: Path) -> tuple[bool, str]:
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False, "/dev/kvm is missing or not usable"
-    qemu = find_qemu()
+def kvm_known(boot: Boot, qemu: str, cache: Path = CACHE) -> tuple[bool, str] | None:
+    """What the last KVM probe found for ``boot`` with this ``qemu`` binary (whether a
+    guest booted, and why), or None when it never ran for them. Reads a file only."""
     key = f"{boot.digest}:{os.stat(qemu).st_mtime_ns}"
-    memo = cache / "accel.json"
     try:
-        known = json.loads(memo.read_text())
+        known = json.loads((cache / "accel.json").read_text())
         if known.get("key") == key:
             return bool(known["kvm"]), str(known["why"])
     except (OSError, ValueError, KeyError, AttributeError):
         pass
+    return None
+
+
+def _kvm_works(boot: Boot, cache: Path) -> tuple[bool, str]:
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm is missing or not usable"
+    qemu = find_qemu()
+    known = kvm_known(boot, qemu, cache)
+    if known is not None:
+        return known
+    key = f"{boot.digest}:{os.stat(qemu).st_mtime_ns}"
+    memo = cache / "accel.json"
     works, why = _probe_kvm(qemu, boot)
     try:
         cache.mkdir(parents=True, exist_ok=True)
