@@ -12,10 +12,12 @@ Also here, imported only by name (they are not re-exported): :mod:`.controlplane
 a real Kubernetes control plane (etcd, kube-apiserver, -controller-manager,
 -scheduler, kwok Nodes) started and stopped for tests, with its command lines in
 :mod:`.cpconfig`; :mod:`.kube`, a small client of the Kubernetes API on the
-standard library. The CRDs are in ``deploy/crds/``.
+standard library; :mod:`.controller` (Topologies to Shards and Pods) and
+:mod:`.agent` (a machine's shard agent), with the objects they share in
+:mod:`.objects`. The CRDs are in ``deploy/crds/``.
 
-Not built yet: the image, RBAC and manifests, the controller, the shard agent,
-links carried between machines, verdicts across machines, front doors.
+Not built yet: the image, RBAC and manifests, links carried between machines (a
+shard builds its part without its cut links), verdicts across machines.
 """
 
 from __future__ import annotations

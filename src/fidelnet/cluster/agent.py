@@ -1,0 +1,266 @@
+"""The shard agent: one per machine, it runs that machine's Shards.
+
+``python -m fidelnet.cluster.agent --kubeconfig K --machine NAME`` (or
+``fidelnet cluster agent``), as root on the machine (here: on the host, one
+process per kwok Node). It
+
+- holds a ``coordination.k8s.io`` Lease named after its machine (holder
+  ``MACHINE/pid PID``), renewed every third of its duration by a thread of its
+  own, so a long build does not let it lapse; a dead agent's Lease lapses, which
+  the controller reports as the machine lost;
+- polls the Shards labelled with its machine every ``interval`` (a
+  level-triggered loop, as the controller's); for a new Shard it reads the
+  Topology's scenario, keeps the part's nodes and the links inside the part
+  (:func:`.objects.part_spec`), and builds them as an ordinary fidelnet run
+  (:class:`~fidelnet.network.Network`), then sets the Shard's status: ``Running``,
+  the run id, the nodes, and each cut link ``pending`` (**cut links are not
+  carried yet**); a build that fails sets ``Failed`` with the error;
+- on a Shard being deleted (``deletionTimestamp``), stops its run (or, for a run
+  it did not start, a dead agent's, removes it by the run's records as
+  ``fidelnet clean --run ID`` does) and then removes the finalizer
+  :data:`.objects.FINALIZER`, which lets the deletion finish.
+
+SIGTERM or SIGINT stops every run it holds and exits; SIGKILL leaves the runs to
+``fidelnet clean`` (their owner is gone) and the Lease to lapse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from fidelnet.cluster import objects
+from fidelnet.cluster.kube import Kube, KubeError, path
+from fidelnet.errors import FidelnetError
+from fidelnet.log import logger as log
+
+if TYPE_CHECKING:
+    from fidelnet.network import Network
+
+__all__ = ["Agent", "main"]
+
+Json = dict[str, Any]
+LEASE_SECONDS = 10
+"""The Lease's duration: an agent silent this long is taken as lost."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Agent:
+    """The agent of ``machine``: its Lease, its Shards' runs."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        machine: str,
+        namespace: str = "default",
+        *,
+        interval: float = 0.5,
+        lease_seconds: int = LEASE_SECONDS,
+    ) -> None:
+        self.kube = kube
+        self.machine = machine
+        self.namespace = namespace
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.identity = f"{machine}/pid {os.getpid()}"
+        self.runs: dict[str, Network] = {}  # Shard name -> its run
+        self.stopping = threading.Event()
+
+    # -- the Lease ---------------------------------------------------------------
+
+    def _lease_url(self) -> str:
+        return path(objects.LEASE_API, "leases", self.machine, namespace=self.namespace)
+
+    def take_lease(self) -> None:
+        """Create the Lease, or take over the one a previous agent left."""
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_seconds,
+            "acquireTime": _now(),
+            "renewTime": _now(),
+        }
+        body = {
+            "apiVersion": objects.LEASE_API,
+            "kind": "Lease",
+            "metadata": {"name": self.machine, "namespace": self.namespace},
+            "spec": spec,
+        }
+        collection = path(objects.LEASE_API, "leases", namespace=self.namespace)
+        self.kube.apply(collection, body)
+
+    def _renew_loop(self) -> None:
+        while not self.stopping.wait(self.lease_seconds / 3):
+            try:
+                self.kube.patch(self._lease_url(), {"spec": {"renewTime": _now()}})
+            except KubeError as exc:
+                log.warning("agent %s: lease not renewed: %s", self.machine, exc)
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Take the Lease, then reconcile until :meth:`stop`; stop every run at the end."""
+        self.take_lease()
+        renewer = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
+        renewer.start()
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.reconcile()
+                except (KubeError, FidelnetError) as exc:
+                    log.warning("agent %s: %s", self.machine, exc)
+                self.stopping.wait(self.interval)
+        finally:
+            self.stopping.set()
+            for name, net in list(self.runs.items()):
+                log.info("agent %s: stopping the run of shard %s", self.machine, name)
+                net.stop()
+                del self.runs[name]
+            renewer.join()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def reconcile(self) -> None:
+        selector = f"{objects.MACHINE_LABEL}={self.machine}"
+        url = path(objects.API, "shards", namespace=self.namespace)
+        for shard in self.kube.get(url, labelSelector=selector).get("items", []):
+            if self.stopping.is_set():
+                return
+            if shard["spec"]["machine"] != self.machine:
+                continue
+            if shard["metadata"].get("deletionTimestamp"):
+                self._teardown(shard)
+            elif shard["metadata"]["name"] not in self.runs and not (shard.get("status") or {}).get(
+                "phase"
+            ):
+                self._build(shard)
+
+    def _shard_url(self, shard: Json, sub: str | None = None) -> str:
+        name = shard["metadata"]["name"]
+        return path(objects.API, "shards", name, namespace=self.namespace, sub=sub)
+
+    def _status(self, shard: Json, status: Json) -> None:
+        status = {"agent": self.identity, **status}
+        self.kube.patch(self._shard_url(shard, "status"), {"status": status})
+
+    def _build(self, shard: Json) -> None:
+        from fidelnet.network import Network
+        from fidelnet.scenario import ScenarioError, loads
+
+        name = shard["metadata"]["name"]
+        self._status(shard, {"phase": "Starting"})
+        topo_name = shard["spec"]["topology"]
+        try:
+            topo = self.kube.get(
+                path(objects.API, "topologies", topo_name, namespace=self.namespace)
+            )
+            scenario = loads(json.dumps(topo["spec"]["scenario"]), f"topology {topo_name}")
+            part = shard["spec"]["part"]
+            spec = objects.part_spec(scenario.topology_spec(), part["nodes"], part["links"])
+            net = Network(spec, command=f"fidelnet cluster agent: shard {name}")
+            self.runs[name] = net
+            net.start()
+        except (FidelnetError, ScenarioError, KubeError, OSError) as exc:
+            log.error("agent %s: shard %s: %s", self.machine, name, exc)
+            failed = self.runs.pop(name, None)
+            if failed is not None:
+                failed.stop()
+            self._status(shard, {"phase": "Failed", "message": str(exc)})
+            return
+        cut = [{"name": c["name"], "state": "pending"} for c in shard["spec"].get("cutLinks", [])]
+        self._status(
+            shard,
+            {
+                "phase": "Running",
+                "runId": net.run_id,
+                "nodes": list(spec.nodes),
+                "cutLinks": cut,
+                "message": (
+                    f"run {net.run_id}: {len(spec.nodes)} nodes, {len(spec.links)} links"
+                    + (f"; {len(cut)} cut links pending (not carried yet)" if cut else "")
+                ),
+            },
+        )
+        log.info("agent %s: shard %s running as run %s", self.machine, name, net.run_id)
+
+    def _teardown(self, shard: Json) -> None:
+        name = shard["metadata"]["name"]
+        finalizers = shard["metadata"].get("finalizers") or []
+        if objects.FINALIZER not in finalizers:
+            return
+        phase = (shard.get("status") or {}).get("phase")
+        if phase not in ("Stopping", "Stopped"):
+            self._status(shard, {"phase": "Stopping"})
+        net = self.runs.pop(name, None)
+        if net is not None:
+            net.stop()
+        else:
+            run_id = (shard.get("status") or {}).get("runId")
+            if run_id:
+                self._clean_by_records(str(run_id))
+        rest = [f for f in finalizers if f != objects.FINALIZER]
+        meta = {"finalizers": rest, "resourceVersion": shard["metadata"]["resourceVersion"]}
+        try:
+            self.kube.patch(self._shard_url(shard), {"metadata": meta})
+        except KubeError as exc:
+            if exc.status not in (404, 409):
+                raise
+            return  # gone or changed meanwhile: the next round looks again
+        log.info("agent %s: shard %s torn down, finalizer removed", self.machine, name)
+
+    def _clean_by_records(self, run_id: str) -> None:
+        """A run this agent did not start (its agent died): remove it by its state
+        file, as ``fidelnet clean --run RUN_ID`` does; nothing when it is gone."""
+        from fidelnet.cleanup import clean_runs
+        from fidelnet.kernel.state import list_runs
+
+        if not any(r.run_id == run_id for r in list_runs()):
+            return
+        report = clean_runs({run_id})
+        for line in report.lines:
+            log.info("agent %s: %s", self.machine, line)
+        if report.problems:
+            raise FidelnetError(f"run {run_id}: " + "; ".join(report.problems))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fidelnet.cluster.agent --kubeconfig K --machine NAME``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="fidelnet-cluster-agent")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--machine", required=True)
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--lease-seconds", type=int, default=LEASE_SECONDS)
+    args = parser.parse_args(argv)
+    return run_agent(
+        args.kubeconfig, args.machine, args.namespace, args.interval, args.lease_seconds
+    )
+
+
+def run_agent(
+    kubeconfig: str, machine: str, namespace: str, interval: float, lease_seconds: int
+) -> int:
+    agent = Agent(
+        Kube.from_kubeconfig(kubeconfig),
+        machine,
+        namespace,
+        interval=interval,
+        lease_seconds=lease_seconds,
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: agent.stop())
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
