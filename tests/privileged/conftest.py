@@ -69,6 +69,21 @@ def state_files() -> set[str]:
         return set()
 
 
+# Host settings that programs run by tests change on the host as under Mininet (Debian's
+# linearbandwidth example sets `tcp_congestion_control=reno` on the host): written back
+# after every test, or every later TCP measurement on the machine would inherit them.
+HOST_SYSCTLS = ("/proc/sys/net/ipv4/tcp_congestion_control",)
+
+
+@pytest.fixture(autouse=True)
+def host_settings_restored() -> Iterator[None]:
+    before = {path: Path(path).read_text() for path in HOST_SYSCTLS if Path(path).exists()}
+    yield
+    for path, value in before.items():
+        if Path(path).read_text() != value and os.geteuid() == 0:
+            Path(path).write_text(value)
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_trace() -> Iterator[None]:
     """Fail a test that leaves namespaces, host interfaces or state files behind."""
