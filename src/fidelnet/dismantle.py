@@ -1,11 +1,17 @@
 """Tearing a :class:`~fidelnet.network.Network` down: every process ended, every
 object the run made removed (from its state file), then the wait for the kernel's own
-cleanup of the namespaces (:mod:`fidelnet.kernel.nscleanup`).
+cleanup of the namespaces (:mod:`fidelnet.kernel.nscleanup`). :func:`remove_node`
+takes one node out of a running network the same way, from the records that are
+its own.
 
 The order matters: every node's processes are killed first, all at once, so each
 node's close only reaps; then the node backends, the link engine, the switch
 datapaths and the run's helpers end; only then are kernel objects removed, so no
-process holds one open.
+process holds one open. It returns once every process it ended is gone, exited and
+reaped (:mod:`fidelnet.kernel.procwait`; ``net.timings["process_exit"]`` says how
+long that took): for that span this process adopts the orphans of the run (a node
+shell's background jobs, whose parent dies first), so it reaps them at once
+instead of waiting for PID 1 to.
 """
 
 from __future__ import annotations
@@ -13,16 +19,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fidelnet.kernel import nscleanup
+from fidelnet.errors import FidelnetError, KernelError, UnsupportedError
+from fidelnet.kernel import nscleanup, procwait
 from fidelnet.kernel.teardown import remove_all as remove_recorded
 from fidelnet.vt import run as vt_run
 
 if TYPE_CHECKING:
+    from fidelnet.links import Link
     from fidelnet.network import Network
+    from fidelnet.nodes.node import Node
 
-__all__ = ["remove_all", "stop"]
+__all__ = ["remove_all", "remove_node", "stop"]
 
 log = logging.getLogger("fidelnet")
 
@@ -48,6 +57,20 @@ def stop(net: Network, wait_kernel: bool, kernel_timeout: float) -> None:
 
 
 def remove_all(net: Network) -> None:
+    ending = procwait.Ending()  # before adopting: children of ours now are Popen's
+    with ending.adopting():
+        _remove_all(net, ending)
+    waited = ending.waited
+    net.timings["process_exit"] = waited.seconds if waited is not None else None
+    if waited is not None and waited.seconds >= 1.0:
+        log.info(
+            "the run's %d processes were gone %.1f s after they were ended",
+            waited.processes,
+            waited.seconds,
+        )
+
+
+def _remove_all(net: Network, ending: procwait.Ending) -> None:
     state = net._state
     assert state is not None
     vt_run.stopping(net)  # the adaptive TDF leaves the run alone from here
@@ -77,8 +100,87 @@ def remove_all(net: Network) -> None:
     if net._exec_server is not None:
         net._exec_server.close()
         net._exec_server = None
-    problems = remove_recorded(state)
+    log.debug("run %s: processes ended; removing what the run recorded", state.run_id)
+    problems = remove_recorded(state, ending=ending)
     for p in problems:
         log.error("run %s: teardown: %s", state.run_id, p)
     state.close(remove=not problems)
     net.forget()
+
+
+def remove_node(net: Network, node: Node) -> None:
+    """Take ``node`` out of the running network ``net``: its links go (the ends in
+    other nodes deleted, switches told first), its processes end, and the objects the
+    run recorded as the node's (its namespace, cgroups, shell, host-namespace
+    interfaces, interfaces lent to it) are removed newest first, each marked gone.
+    Its name is free again. A switch, or a node of another backend than network
+    namespaces, cannot be taken out alone: they go with the network."""
+    state = net._state
+    if state is None or net.nodes.get(node.name) is not node:
+        return
+    if node.kind == "switch" or node.backend.kind != "netns" or node.name in net.fastpath:
+        raise UnsupportedError(
+            f"removing {node.kind} {node.name} from a running network",
+            f"node {node.name}",
+            "stop the network instead",
+        )
+    for link in [lk for lk in net.links if node in (lk.intf1.node, lk.intf2.node)]:
+        _drop_link(net, link, node)
+    names = {i.name for i in node.intfs.values()}
+    shell = node._shell.pid if node._shell is not None else None
+    cgroup_dirs = set(node._cgroups or ())
+    node.kill_processes()
+    node.close()
+    own_ns = net.ns_name(node.name) if node.netns is not None else None
+    mine = [
+        rec for rec in state.live_objects() if _owned_by(rec, own_ns, names, cgroup_dirs, shell)
+    ]
+    problems = remove_recorded(state, mine)
+    node.intfs.clear()
+    node.netns = None
+    del net.nodes[node.name]
+    net.spec.nodes.pop(node.name, None)
+    if problems:
+        raise KernelError(f"{node.name}: removing it: {'; '.join(problems)}")
+
+
+def _owned_by(
+    rec: dict[str, Any],
+    own_ns: str | None,
+    names: set[str],
+    cgroup_dirs: set[str],
+    shell: int | None,
+) -> bool:
+    """Whether a record of the run is one of the node's objects."""
+    kind = rec.get("kind")
+    if kind == "netns":
+        return own_ns is not None and rec.get("name") == own_ns
+    if kind == "cgroup":
+        return rec.get("path") in cgroup_dirs
+    if kind == "process":
+        return shell is not None and rec.get("pid") == shell
+    if kind == "link":  # its interfaces in the host's namespace (macvlans: in its own)
+        where = rec.get("netns")
+        return (where == own_ns) if where else own_ns is None and rec.get("ifname") in names
+    if kind == "hostintf":  # a host interface lent to it: given back first
+        return own_ns is not None and rec.get("netns") == own_ns
+    return False
+
+
+def _drop_link(net: Network, link: Link, node: Node) -> None:
+    """Delete a link of a node being removed: the switch at the other end is told, the
+    other end deleted (a veth pair goes with it; an engine link's tap would outlive
+    the node's namespace), and the network forgets the link."""
+    for intf in (link.intf1, link.intf2):
+        if intf.node is node:
+            continue
+        peer = intf.node
+        with contextlib.suppress(FidelnetError, OSError):
+            peer.port_removed(intf)
+        with contextlib.suppress(FidelnetError, OSError):
+            peer.netlink().delete_link(intf.index)
+        if peer.intfs.get(intf.port) is intf:
+            del peer.intfs[intf.port]
+    with contextlib.suppress(FidelnetError, OSError):
+        link.driver.remove()
+    net.forget_link(link)

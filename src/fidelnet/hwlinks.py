@@ -88,7 +88,7 @@ def attach_external(net: Network) -> None:
         net.external_done.add(i)
         intf = Interface(node, name, EXTERNAL_PORT + i, int(node.netlink().index(name)))
         setup_end(node, intf, None, ext.ip, mark_for(net.run_id))
-        if node.started:
+        if node.backend_started:
             node.backend.intf_added(node, intf)
 
 

@@ -149,6 +149,9 @@ class Network:
         if self._state is None:
             raise StateError("the network is not open")
         self._state.record(kind, **fields)
+        if log.isEnabledFor(logging.DEBUG):  # what the run makes, one line each (-v debug)
+            what = " ".join(f"{k}={v}" for k, v in fields.items())
+            log.debug("run %s: %s %s", self._state.run_id, kind, what)
 
     @contextlib.contextmanager
     def _owning(self, kind: str, **fields: Any) -> Iterator[None]:
@@ -364,12 +367,12 @@ class Network:
         together, once their links exist), backend by backend."""
         todo: dict[str, list[Node]] = {}
         for node in self.nodes.values():
-            if not node.started and node.netns is not None and node.kind != "switch":
+            if not node.backend_started and node.netns is not None and node.kind != "switch":
                 todo.setdefault(node.backend.kind, []).append(node)
         for group in todo.values():
             group[0].backend.start(group)
             for node in group:
-                node.started = True
+                node.backend_started = True
 
     def _owning_calls(self) -> tuple[Callable[..., None], Callable[..., None]]:
         assert self._state is not None
@@ -410,6 +413,23 @@ class Network:
         ends = realize.realize_link(self, link, choice, intf_classes)
         self._realized.add(id(link))
         return ends
+
+    def forget_link(self, link: Link) -> None:
+        """A running link was deleted (its interfaces are gone): drop it from the
+        network's links and spec and release its driver, so its ports and names may be
+        used again. Nothing is asked of the kernel."""
+        self.links[:] = [lk for lk in self.links if lk is not link]
+        self.spec.links[:] = [ls for ls in self.spec.links if ls is not link.spec]
+        self._realized.discard(id(link.spec))
+        driver = self._drivers.pop(id(link.spec), None)
+        if driver is not None:
+            driver.close()
+
+    def remove_node(self, node: Node) -> None:
+        """Remove one node from the running network with its links, and free its name
+        (Mininet's ``delNode``; a standalone Mininet node stopped): see
+        :func:`fidelnet.dismantle.remove_node`."""
+        dismantle.remove_node(self, node)
 
     def configure(self) -> None:
         """Forwarding, routes, static ARP and the routers' fast path, once nodes and

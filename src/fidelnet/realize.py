@@ -11,10 +11,11 @@ before it exists (the network's ``_owning``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from fidelnet import fastpath, hwlinks, switches
+from fidelnet import fastpath, hwlinks, stale, switches
 from fidelnet.errors import KernelError
 from fidelnet.kernel import l2switch, neigh, ns
 from fidelnet.kernel.netlink import Netlink
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from fidelnet.network import Network
 
 __all__ = ["fit_tables", "make_fabric", "realize_link", "realize_node", "setup_end", "wait_stp"]
+
+log = logging.getLogger("fidelnet")
 
 
 def fit_tables(net: Network) -> None:
@@ -119,6 +122,7 @@ def realize_link(
     with contextlib.ExitStack() as owned:
         for node, ifname in ((na, link.a_intf), (nb, link.b_intf)):
             if node.netns is None:
+                stale.clear_host_name(ifname, net.run_id)  # a killed run's leftover
                 owned.enter_context(net._owning("link", ifname=ifname))
         if choice.backend == "engine":
             driver = add_engine_link(net, link, choice, where)
@@ -139,10 +143,19 @@ def realize_link(
     for node, intf, peer in ((na, intf_a, intf_b), (nb, intf_b, intf_a)):
         if isinstance(node, Switch):
             node.forwards_by().link_added(node, intf, peer)
-        elif node.started:
+        elif node.backend_started:
             node.backend.intf_added(node, intf)  # a running VM gets a NIC for it
     if choice.backend == "tc" or (choice.backend == "hw" and not (ab.is_empty() and ba.is_empty())):
         driver.apply((intf_a, intf_b), ab, ba, where, initial=True)
+    log.debug(
+        "link %s:%s <-> %s:%s on %s (%s)",
+        link.a,
+        link.a_intf,
+        link.b,
+        link.b_intf,
+        choice.backend,
+        choice.reason,
+    )
     return intf_a, intf_b
 
 

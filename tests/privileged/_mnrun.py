@@ -6,7 +6,7 @@ import glob
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,18 +14,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_to_end(argv: Sequence[str], stdin: str, timeout: float, what: str) -> tuple[int, str]:
-    """Run ``argv`` from the repository root with ``src`` importable; (exit status,
-    stdout+stderr). Past ``timeout`` it is sent SIGTERM (fidelnet tears its networks
-    down on it), then killed, and the test fails."""
+def run_to_end(
+    argv: Sequence[str],
+    stdin: str,
+    timeout: float,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path = ROOT,
+) -> tuple[int, str]:
+    """Run ``argv`` (from the repository root, with ``src`` importable, unless ``env``
+    and ``cwd`` say otherwise); (exit status, stdout+stderr). Past ``timeout`` it is
+    sent SIGTERM (fidelnet tears its networks down on it), then killed, and the test
+    fails."""
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        cwd=ROOT,
+        env=dict(env) if env is not None else dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        cwd=cwd,
     )
     try:
         out, _ = proc.communicate(stdin, timeout=timeout)

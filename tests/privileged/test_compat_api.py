@@ -4,6 +4,7 @@ checks before the kernel is touched, and warnings for parameters nothing uses.""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import subprocess
@@ -64,7 +65,8 @@ def test_mid_level_api_and_shell_protocol() -> None:
         net.start()
         assert [h.IP() for h in net.hosts] == ["10.0.0.1", "10.0.0.9"]
         assert h2.intf().prefixLen == 8
-        assert h1.intfNames() == ["h1-eth0"] and s1.intfNames() == ["s1-eth1", "s1-eth5"]
+        assert h1.intfNames() == ["h1-eth0"] and s1.intfNames() == ["lo", "s1-eth1", "s1-eth5"]
+        assert s1.ports[s1.controlIntf] == 0 and 0 not in s1.intfs  # lo is no port
         assert s1.ports[link.intf2] == 5 and link.intf2.name == "s1-eth5"
         assert h1.connectionsTo(s1) == [(h1.intf(), s1.intf("s1-eth1"))]
         assert "s1" in net and net.get("h1", "h2") == [h1, h2] and len(net) == 3
@@ -206,8 +208,15 @@ def test_realtime_hosts() -> None:
         h1 = net.addHost("h1", cls=CPULimitedHost, sched="rt", cpu=0.1)
         h1.setCPUFrac(0.1)
         assert os.sched_getscheduler(h1.pid) == os.SCHED_RR
+        # Real-time runtime is per CPU: 10% of the machine is, on as few cores as hold
+        # it, 10% * ncpus / cores of each of them.
+        ncpu = os.cpu_count() or 1
+        on = math.ceil(0.1 * ncpu)
         rt = [Path(d, "cpu.rt_runtime_us") for d in h1.cgroup_dirs()]
-        assert [int(p.read_text()) for p in rt if p.exists()] == [10_000]
+        assert [int(p.read_text()) for p in rt if p.exists()] == [round(0.1 * ncpu / on * 1e5)]
+        sets = [Path(d, "cpuset.cpus") for d in h1.cgroup_dirs()]
+        cpus = [p.read_text().strip() for p in sets if p.exists()]
+        assert [c for c in cpus if c] == ["0" if on == 1 else f"0-{on - 1}"]
     finally:
         net.stop()
 
@@ -242,7 +251,7 @@ def test_cli_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "PING 10.0.0.2" in err and "1 packets transmitted, 1 received" in err
     assert "1 packets transmitted, 0 received" in err
-    assert "\n2\n" in err and "<LinuxBridge s1: s1-eth1:None,s1-eth2:None" in err
+    assert "\n2\n" in err and "<LinuxBridge s1: lo:127.0.0.1,s1-eth1:None,s1-eth2:None" in err
 
 
 def test_iperf_tcp_and_udp() -> None:

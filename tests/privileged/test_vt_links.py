@@ -93,6 +93,8 @@ def test_a_dilated_tc_link_is_shaped_at_the_real_rate_and_follows_set_tdf() -> N
 def test_the_adaptive_tdf_rises_under_load_and_falls_when_idle() -> None:
     from fidelnet.measure.provenance import collect
     from fidelnet.topology.spec import AutoTdf
+    from fidelnet.vt.adapt import LADDER
+    from fidelnet.vt.run import _adaptors
 
     auto = AutoTdf(low=1.0, high=8.0, period_s=0.25)
     with Network(_pair("engine", LinkParams(bw=10e9)), tdf=auto) as net:
@@ -113,9 +115,16 @@ def test_the_adaptive_tdf_rises_under_load_and_falls_when_idle() -> None:
                 burner.wait()
         # The flow starts at the factor the load chose; the adaptor keeps what the
         # flow needs (and raises further if the engine is late) while it runs.
-        got = _iperf(net, 4)
+        got = _iperf(net, 3)
         peak = max(e["tdf"] for e in collect(net).virtual_time["timeline"])
-        deadline = time.monotonic() + 60
+        # Idle now: the adaptor lowers once its memory of lost fidelity lets it (a
+        # raise for lateness soon after a lowering doubles that hold, up to
+        # max_backoff_s), then one step per calm_windows calm samples.
+        adaptor = _adaptors[net]
+        policy = adaptor.policy
+        steps = sum(1 for x in LADDER if 1.0 < x <= net.tdf_now())
+        held = max(adaptor.state.no_lower_until - time.monotonic(), policy.hold_s)
+        deadline = time.monotonic() + held + steps * (policy.calm_windows + 2) * auto.period_s + 30
         while net.tdf_now() > 1.0 and time.monotonic() < deadline:
             time.sleep(0.5)
         timeline = collect(net).virtual_time["timeline"]

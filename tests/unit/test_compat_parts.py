@@ -77,15 +77,35 @@ def test_rt_runtime_shares_the_parent(tmp_path: Path) -> None:
     """sched='rt' (limit.py): each node gets fraction x period of RT runtime, and the
     run-level group is raised first so the kernel accepts the children."""
     parent, h1, h2 = _rt_tree(tmp_path)
-    cgroups.set_rt_runtime(str(h1), cgroups.CpuLimit(fraction=0.1, realtime=True))
+    cgroups.set_rt_runtime(str(h1), cgroups.CpuLimit(fraction=0.1, realtime=True), 2)
     assert (h1 / "cpu.rt_period_us").read_text() == "100000"
     assert (h1 / "cpu.rt_runtime_us").read_text() == "10000"
     assert (parent / "cpu.rt_runtime_us").read_text() == "100000"
-    cgroups.set_rt_runtime(str(h2), cgroups.CpuLimit(fraction=0.1, realtime=True))
+    cgroups.set_rt_runtime(str(h2), cgroups.CpuLimit(fraction=0.1, realtime=True), 2)
     assert (parent / "cpu.rt_runtime_us").read_text() == "200000"
-    cgroups.set_rt_runtime(str(h1), cgroups.CpuLimit(fraction=0.05, realtime=True))
+    cgroups.set_rt_runtime(str(h1), cgroups.CpuLimit(fraction=0.05, realtime=True), 2)
     assert (h1 / "cpu.rt_runtime_us").read_text() == "5000"
     assert (parent / "cpu.rt_runtime_us").read_text() == "150000"
+
+
+def test_rt_share_is_per_cpu_runtime_on_few_cores(tmp_path: Path) -> None:
+    """Real-time runtime is per CPU: a node with 10% of a 2-core machine runs on one
+    core with 20% of it, so one busy process gets 10% of the machine, not 5%."""
+    assert cgroups.realtime_cores(0.1, 2, 0) == (0,)
+    assert cgroups.realtime_cores(0.1, 2, 1) == (1,)  # the next rt node: the next core
+    assert cgroups.realtime_cores(0.5, 2, 0) == (0,)
+    assert cgroups.realtime_cores(0.6, 2, 3) == (0, 1)
+    assert cgroups.realtime_cores(0.25, 8, 1) == (2, 3)
+    one = cgroups.CpuLimit(fraction=0.1, cores=(0,), realtime=True)
+    assert cgroups.rt_runtime_us(one, 2) == 20_000
+    every = cgroups.CpuLimit(fraction=0.1, realtime=True)  # on every core: 10% of each
+    assert cgroups.rt_runtime_us(every, 2) == 10_000
+    parent, h1, _ = _rt_tree(tmp_path)
+    cgroups.set_rt_runtime(str(h1), one, 2)
+    assert (h1 / "cpu.rt_runtime_us").read_text() == "20000"
+    assert (parent / "cpu.rt_runtime_us").read_text() == "200000"
+    with pytest.raises(ValidationError, match="needs at least 2"):
+        cgroups.rt_runtime_us(cgroups.CpuLimit(fraction=0.6, cores=(0,), realtime=True), 2)
 
 
 def test_rt_needs_the_v1_cpu_hierarchy(tmp_path: Path) -> None:

@@ -123,12 +123,21 @@ class _Parser(argparse.ArgumentParser):
         raise _ParseError(message)
 
 
+class _MnHelp(argparse.HelpFormatter):
+    """Mininet's help begins ``Usage: mn [options]``; scripts and tests look for it."""
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="fidelnet mn",
+        prog="mn",
+        usage="%(prog)s [options] [script [script args]]\n(type %(prog)s -h for details)",
+        formatter_class=_MnHelp,
         allow_abbrev=False,
-        description="Create a network from the command line, run tests or the CLI "
-        "(Mininet's mn), or run a Mininet script unchanged.",
+        description="fidelnet mn: Mininet's mn on fidelnet. Create a network from the "
+        "command line, run tests or the CLI, or run a Mininet script unchanged.",
     )
     add = p.add_argument
     add("--switch", default="default", help="|".join(SWITCHES) + "[,param=value...]")

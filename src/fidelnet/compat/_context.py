@@ -7,7 +7,7 @@ and a node constructed outside any of them (``Host('h1')`` in a script with no
 ``Mininet`` object) joins one implicit module-level Network, stopped at exit.
 
 - :func:`current_network`, :func:`building`, :func:`stopping`, :func:`is_stopping`,
-  :func:`track`, :func:`stop_all`;
+  :func:`track`, :func:`stop_all`, :func:`is_standalone`, :func:`release`;
 - :func:`add_node_spec`, :func:`add_link_spec`: put a spec into a running
   network after checking it (cheap per-object checks; whole topologies are
   checked up front by ``Mininet.build``);
@@ -37,8 +37,10 @@ __all__ = [
     "building",
     "current_network",
     "forget_intf",
+    "is_standalone",
     "is_stopping",
     "open_networks",
+    "release",
     "stop_all",
     "stopping",
     "track",
@@ -95,6 +97,31 @@ def adopt(node: Any, net: Network) -> bool:
     net.nodes[node.name] = node
     node.net = net
     return True
+
+
+def is_standalone(net: Network) -> bool:
+    """Whether ``net`` is the implicit network of nodes made without a ``Mininet``."""
+    return net is _implicit
+
+
+def release(node: Any) -> None:
+    """Take ``node`` out of its running network and free its name, as Mininet lets a
+    deleted or stopped node's name be used again: its links are deleted through their
+    own objects (both ends, switches told), then the network removes the node and
+    what the run recorded as its (:meth:`fidelnet.network.Network.remove_node`). A
+    network being stopped, or a node it no longer holds, is left alone."""
+    net = node.net
+    if not getattr(node, "fn_releasable", False):
+        return  # switches and controllers go with their network
+    if not net.is_open or is_stopping(net) or net.nodes.get(node.name) is not node:
+        return
+    for link in [lk for lk in net.links if node in (lk.intf1.node, lk.intf2.node)]:
+        delete = getattr(link, "delete", None)
+        if callable(delete):
+            delete()
+    net.remove_node(node)
+    table: dict[str, set[str]] = net.__dict__.get("_fn_intf_names", {})
+    table.pop(node.name, None)  # the names in its own namespace went with it
 
 
 def track(net: Network) -> None:

@@ -30,7 +30,7 @@ import subprocess
 from typing import Any
 
 from fidelnet import openflow
-from fidelnet.compat._node import Node
+from fidelnet.compat._node import Node, Settable
 from fidelnet.compat.log import info
 from fidelnet.errors import UnsupportedError
 from fidelnet.kernel import ns
@@ -54,6 +54,7 @@ class Controller(Node):
     """An OpenFlow controller: Open vSwitch's test controller (a learning switch)."""
 
     fn_program: str | None = REF_PROGRAM
+    fn_releasable = False  # it goes with its network
 
     def __init__(
         self,
@@ -96,9 +97,10 @@ class Controller(Node):
         if not any(c.name == self.name for c in net.spec.controllers):
             openflow.add_controller(net, self.fn_controller_spec())
 
-    @property
-    def ip(self) -> str | None:
+    def _fn_get_ip(self) -> str | None:
         return self.IP()
+
+    ip = Settable(_fn_get_ip, "The address switches reach the controller at.")
 
     def IP(self, intf: Any = None) -> str | None:
         if self.inNamespace:

@@ -57,7 +57,11 @@ class CPULimitedHost(Host):
             self.set_cpu_limit(frac, self.spec.cores)
             if self._shell is not None:
                 os.sched_setscheduler(self._shell.pid, os.SCHED_RR, os.sched_param(self.rtprio))
-            info(f"(rt {int(self.period_us * frac)}/{self.period_us}us) ")
+            # Real-time runtime is per CPU: on as few cores as hold the share.
+            limit = self._cpu_limit(frac, self.spec.cores)
+            runtime = cgroups.rt_runtime_us(limit, self.net.cgroupfs.ncpus)
+            on = ",".join(str(c) for c in limit.cores or ())
+            info(f"(rt {runtime}/{limit.period_us}us on cores {on}) ")
             return
         self.set_cpu_limit(frac, self.spec.cores)
         ncpu = os.cpu_count() or 1

@@ -26,7 +26,7 @@ from typing import Any
 
 from fidelnet.compat import _context
 from fidelnet.compat._params import set_param
-from fidelnet.compat.log import info
+from fidelnet.compat.log import debug, info
 from fidelnet.errors import KernelError, NodeError, ValidationError
 from fidelnet.kernel.netlink import NetlinkError
 from fidelnet.links.params import PARAM_NAMES, format_params, parse_params
@@ -114,10 +114,32 @@ class Intf(Interface):
         fresh = self._fn_fresh.pop(what, None)
         return fresh is not None and fresh == value
 
-    # Mininet reads these as attributes.
+    # Mininet's Intf keeps these as plain attributes, which its code and subclasses
+    # assign: here they are the interface's record of its address and MAC, so an
+    # assigned value is what IP()/MAC() give (the kernel is changed by setIP/setMAC).
+    @property
+    def ip(self) -> str | None:
+        return self._ip
+
+    @ip.setter
+    def ip(self, value: str | None) -> None:
+        self._ip = value
+
+    @property
+    def mac(self) -> str | None:
+        return super().mac
+
+    @mac.setter
+    def mac(self, value: str | None) -> None:
+        self._mac = value
+
     @property
     def prefixLen(self) -> int | None:
         return self.prefixlen
+
+    @prefixLen.setter
+    def prefixLen(self, value: int | None) -> None:
+        self._prefixlen = value
 
     def cmd(self, *args: Any, **kwargs: Any) -> str:
         """Run a command in our node."""
@@ -146,11 +168,13 @@ class Intf(Interface):
             ipstr = f"{ipstr}/{prefixLen}"
         if not self._fn_unchanged("ip", _normal_cidr(str(ipstr))):
             self.set_ip(str(ipstr))
+        debug(f"{self.node.name}: {self.name} has address {ipstr}\n")
         return ""
 
     def setMAC(self, macstr: str) -> str:
         if not self._fn_unchanged("mac", str(macstr).lower()):
             self.set_mac(macstr)
+        debug(f"{self.node.name}: {self.name} has MAC {macstr}\n")
         return ""
 
     def updateIP(self) -> str | None:

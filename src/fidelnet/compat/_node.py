@@ -43,6 +43,36 @@ def _cidr(ip: Any, prefix: int = 8) -> Any:
     return ip
 
 
+class Settable:
+    """An attribute Mininet's objects have as a plain attribute (``node.pid``,
+    ``node.shell``...) that fidelnet computes: read, it is computed; assigned (as
+    Mininet's own code and its subclasses do), the value assigned is kept and read
+    back; deleted, it is computed again."""
+
+    def __init__(self, fget: Callable[[Any], Any], doc: str) -> None:
+        self.fget = fget
+        self.__doc__ = doc
+        self.key = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = f"_fn_set_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        found = obj.__dict__.get(self.key, _UNSET)
+        return self.fget(obj) if found is _UNSET else found
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.key] = value
+
+    def __delete__(self, obj: Any) -> None:
+        obj.__dict__.pop(self.key, None)
+
+
+_UNSET = object()
+
+
 class _ShellHandle:
     """``node.shell``: Mininet's shell process (``pid``, ``poll()``…), and callable like
     fidelnet's ``Node.shell()``, which starts the shell when needed."""
@@ -65,6 +95,7 @@ class Node(_core.Node):
 
     portBase = 0
     fn_kind: ClassVar[str] = "host"
+    fn_releasable: ClassVar[bool] = True  # delNode / a standalone stop frees its name
     inToNode: ClassVar[dict[int, Node]] = {}
     outToNode: ClassVar[dict[int, Node]] = {}
     isSetup = True
@@ -82,6 +113,7 @@ class Node(_core.Node):
         self.fn_terminated = False
         self.fn_auto_ip = False
         self._fn_file: IO[str] | None = None
+        self._fn_slave: tuple[Shell, int] | None = None  # (the shell, its pty slave fd)
         if params.get("tdf") is not None:
             # VT-Mininet's host parameter: here the whole run (nodes and links) is
             # dilated by one factor (docs/virtual-time.md).
@@ -124,24 +156,67 @@ class Node(_core.Node):
             Node.outToNode[sh.fd] = Node.inToNode[sh.fd] = self
         return sh
 
-    @property
-    def shell(self) -> _ShellHandle:
+    def _fn_get_shell_handle(self) -> _ShellHandle:
         return _ShellHandle(self)
 
-    @property
-    def pid(self) -> int:
-        """The pid of the node's shell (started if needed)."""
+    def _fn_get_pid(self) -> int:
         return self.fn_shell().pid
 
-    @property
-    def stdout(self) -> IO[str]:
-        """The shell's terminal, as a file (``fileno()`` for poll)."""
+    def _fn_get_stdout(self) -> IO[str]:
         sh = self.fn_shell()
         if self._fn_file is None or self._fn_file.fileno() != sh.fd:
             self._fn_file = open(sh.fd, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         return self._fn_file
 
-    stdin = stdout
+    def _fn_get_master(self) -> int:
+        return self.fn_shell().fd
+
+    def _fn_get_slave(self) -> int:
+        sh = self.fn_shell()
+        if self._fn_slave is None or self._fn_slave[0] is not sh:
+            self._fn_close_slave()
+            self._fn_slave = (sh, os.open(sh.slave_name, os.O_RDWR | os.O_NOCTTY))
+        return self._fn_slave[1]
+
+    def _fn_close_slave(self) -> None:
+        if self._fn_slave is not None:
+            os.close(self._fn_slave[1])
+            self._fn_slave = None
+
+    def _fn_get_last_pid(self) -> int | None:
+        return self._shell.last_pid if self._shell is not None else None
+
+    def _fn_get_last_cmd(self) -> str | None:
+        return self._shell.last_cmd if self._shell is not None else None
+
+    shell: Any = Settable(
+        _fn_get_shell_handle, "The node's shell: ``pid``, ``poll()``... (started if needed)."
+    )
+    pid = Settable(_fn_get_pid, "The pid of the node's shell (started if needed).")
+    stdout = Settable(_fn_get_stdout, "The shell's terminal, as a file (``fileno()`` for poll).")
+    stdin = Settable(_fn_get_stdout, "The shell's terminal, as a file (the same as ``stdout``).")
+    master = Settable(_fn_get_master, "The pty master of the node's shell (a descriptor).")
+    slave = Settable(
+        _fn_get_slave,
+        "A descriptor on the pty slave of the node's shell: opened on first use, closed "
+        "with the shell (Mininet keeps the slave open for the node's life). While it is "
+        "open, as in Mininet, a shell that exits is not seen as an end of output.",
+    )
+    lastPid = Settable(_fn_get_last_pid, "The pid of the last command sent with ``&``.")
+    lastCmd = Settable(_fn_get_last_cmd, "The last command sent to the shell.")
+
+    def _fn_get_ip(self) -> str | None:
+        return super().ip
+
+    def _fn_get_mac(self) -> str | None:
+        return super().mac
+
+    ip: Any = Settable(
+        _fn_get_ip, "The address of the default interface (Mininet code may assign it)."
+    )
+    mac: Any = Settable(
+        _fn_get_mac, "The MAC of the default interface (Mininet code may assign it)."
+    )
 
     @property
     def waiting(self) -> bool:
@@ -151,14 +226,6 @@ class Node(_core.Node):
     def waiting(self, value: bool) -> None:
         if self._shell is not None:
             self._shell.waiting = value
-
-    @property
-    def lastPid(self) -> int | None:
-        return self._shell.last_pid if self._shell is not None else None
-
-    @property
-    def lastCmd(self) -> str | None:
-        return self._shell.last_cmd if self._shell is not None else None
 
     @classmethod
     def fdToNode(cls, fd: int) -> Node | None:
@@ -222,11 +289,13 @@ class Node(_core.Node):
         if self.fn_terminated:
             warn(f"({self} exited - ignoring cmd{args})\n")
             return ""
-        debug(f"*** {self.name} : {args}\n")
+        # Mininet's header, at info level when verbose (cmdPrint): "*** h1 : ('ls',)"
+        (info if verbose else debug)(f"*** {self.name} : {args}\n")
         self.sendCmd(*args, **kwargs)
         return self.waitOutput(verbose)
 
     def cmdPrint(self, *args: Any) -> str:
+        """Run a command, printing Mininet's ``*** h1 : (args)`` header and the output."""
         return self.cmd(*args, verbose=True)
 
     def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
@@ -280,6 +349,7 @@ class Node(_core.Node):
         self.intfs[port] = intf
         self.ports[intf] = port
         self.nameToIntf[intf.name] = intf
+        debug(f"added intf {intf} ({port}) to node {self.name}\n")
 
     def delIntf(self, intf: Any) -> None:
         port = self.ports.pop(intf, None)
@@ -428,6 +498,14 @@ class Node(_core.Node):
         self._fn_file = None
         self.end_processes()
         self.fn_terminated = True
+        if _context.is_standalone(self.net):
+            _context.release(self)  # no Mininet holds it: its name is free again
+
+    def end_processes(self) -> None:
+        """End the shell and the node's processes; the pty slave opened for
+        ``slave`` is closed with them."""
+        self._fn_close_slave()
+        super().end_processes()
 
     def stop(self, deleteIntfs: bool = False) -> None:
         if deleteIntfs:

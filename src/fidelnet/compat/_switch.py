@@ -32,10 +32,12 @@ from typing import Any
 from fidelnet import openflow
 from fidelnet.compat import _context
 from fidelnet.compat._controller import Controller, NullController
+from fidelnet.compat._intf import Intf
 from fidelnet.compat._node import Node
-from fidelnet.errors import KernelError, UnsupportedError
+from fidelnet.errors import KernelError, NodeError, UnsupportedError, ValidationError
 from fidelnet.kernel.ovs import missing as ovs_missing
 from fidelnet.nodes import node as _core
+from fidelnet.nodes.intf import Interface
 from fidelnet.topology.spec import Datapath, NodeSpec, OpenFlowSpec
 
 __all__ = [
@@ -50,12 +52,56 @@ __all__ = [
 ]
 
 
+_NO_DPID = (
+    "Unable to derive default datapath ID - please either specify a dpid "
+    "or use a canonical switch name such as s23."
+)
+
+
+class ControlIntf(Intf):
+    """A switch's control interface, Mininet's ``controlIntf``: ``lo`` on port 0, the
+    first of its ``intfList()`` (``intfs``, ``net``, ``dump`` and ``ports`` list it, as
+    Mininet does for a switch in the host's namespace). It is the loopback of the
+    run's fabric namespace, where the switches and their controllers live; it is no
+    port of the switch (not in ``intfs``, never given to a datapath), and it is never
+    taken down: the run's switches and controllers share it."""
+
+    def __init__(self, node: Any) -> None:
+        Interface.__init__(self, node, "lo", 0, _LOOPBACK_INDEX)
+        self.link = None
+        self.params = {}
+        self._fn_fresh = {}
+        self._ip, self._prefixlen = "127.0.0.1", 8
+
+    def config(self, *args: Any, **params: Any) -> dict[str, Any] | None:
+        """Nothing to configure on the loopback."""
+        del args, params
+        return {}
+
+    def set_up(self, up: bool = True) -> None:
+        if not up:
+            raise NodeError(
+                f"{self.node.name}: lo is the loopback of the run's fabric namespace, "
+                "shared by its switches and controllers; it stays up"
+            )
+
+    def updateIP(self) -> str | None:
+        return self._ip
+
+    def delete(self) -> None:
+        """The loopback is never deleted."""
+
+
+_LOOPBACK_INDEX = 1  # the loopback is the first device of every namespace
+
+
 class Switch(Node, _core.Switch):
     """A switch: a Linux bridge in the run's fabric namespace."""
 
     portBase = 1
     dpidLen = 16
     fn_kind = "switch"
+    fn_releasable = False  # it goes with its network
     fn_stp = False
     fn_datapath: Datapath | None = None  # None: the topology's (docs/switches.md)
     _fn_ovs_defined = False
@@ -69,25 +115,44 @@ class Switch(Node, _core.Switch):
         **params: Any,
     ) -> None:
         params.pop("inNamespace", None)  # a switch's place is the fabric namespace
-        Node.__init__(self, name, **params)
+        # Mininet derives the datapath id once the node exists; here before, so a name
+        # it cannot derive one from is refused before anything is made.
+        self.name = name
         self.dpid = self.defaultDpid(dpid)
+        Node.__init__(self, name, **params)
         self.opts = opts
         self.listenPort = listenPort
-        self.controlIntf = None
+        self.controlIntf = ControlIntf(self)
+        self.ports[self.controlIntf] = 0
+        self.nameToIntf[self.controlIntf.name] = self.controlIntf
 
     def fn_spec(self, name: str, params: dict[str, Any]) -> NodeSpec:
         return NodeSpec(name, kind="switch", stp=bool(self.fn_stp), datapath=self.fn_datapath)
 
-    def defaultDpid(self, dpid: str | None = None) -> str | None:
-        """``dpid`` without colons, or the number in the name (s12 -> ...0c), padded."""
+    def defaultDpid(self, dpid: str | None = None) -> str:
+        """``dpid`` without colons, or the first number in the name in hex (s12 ->
+        ...0c), zero-padded to ``dpidLen`` digits; a name without a number and no
+        ``dpid`` is refused with Mininet's message."""
         if dpid:
             dpid = dpid.replace(":", "")
+            if len(dpid) > self.dpidLen or not re.fullmatch(r"[0-9A-Fa-f]+", dpid):
+                raise ValidationError(
+                    f"{self.name}.dpid", f"must be at most {self.dpidLen} hex digits", dpid
+                )
         else:
             nums = re.findall(r"\d+", self.name)
             if not nums:
-                return None  # a bridge needs no datapath id
+                raise ValidationError(f"switch {self.name}", _NO_DPID, self.name)
             dpid = f"{int(nums[0]):x}"
         return "0" * (self.dpidLen - len(dpid)) + dpid
+
+    def defaultIntf(self) -> Any:
+        """The control interface ``lo``, as in Mininet."""
+        return self.controlIntf
+
+    def intfList(self) -> list[Any]:
+        """``lo`` (port 0), then the switch's ports in order."""
+        return [self.controlIntf, *self.intf_list()]
 
     @property
     def stp(self) -> bool:

@@ -105,6 +105,7 @@ class Link(_CoreLink):
 
     intf1: Any  # Intf objects (or a user's Intf subclass)
     intf2: Any
+    fn_deleted = False
 
     def __init__(
         self,
@@ -198,13 +199,22 @@ class Link(_CoreLink):
         return f"{node.name}-eth{n}"
 
     def delete(self) -> None:
-        stopping = _context.is_stopping(self.intf1.node.net) if self.intf1.node else False
+        """Delete both ends (a switch is told first) and let the network forget the
+        link, so its ports and interface names may be used again. Once is enough: a
+        deleted link's ``delete``/``stop`` does nothing."""
+        if self.fn_deleted:
+            return
+        self.fn_deleted = True
+        net = self.intf1.node.net if self.intf1.node else None
+        stopping = _context.is_stopping(net) if net is not None else False
         for intf in (self.intf1, self.intf2):
             if intf.node is not None and not stopping:
                 intf.node.port_removed(intf)  # a switch sends nothing to it from here on
         self.driver.remove()
         self.intf1.delete()
         self.intf2.delete()
+        if net is not None and not stopping:
+            net.forget_link(self)
 
     def stop(self) -> None:
         """Delete the link (when the network is stopping, its namespaces take it away)."""
@@ -293,6 +303,9 @@ class HwPair(Link):
         """Give the pair back (Mininet's ``delLink``), not delete it."""
         from fidelnet import hwlinks
 
+        if self.fn_deleted:
+            return
+        self.fn_deleted = True
         net = self.intf1.node.net if self.intf1.node is not None else None
         for intf in (self.intf1, self.intf2):
             if intf.node is not None and not _context.is_stopping(intf.node.net):
@@ -305,3 +318,5 @@ class HwPair(Link):
                 intf.node.delIntf(intf)
                 _context.forget_intf(intf.node.net, intf.node.name, intf.name)
             intf.link = None
+        if net is not None and not _context.is_stopping(net):
+            net.forget_link(self)

@@ -222,6 +222,7 @@ class Mininet(NetRunning, NetTests):
         node.terminate()
         nodes.remove(node)
         del self.nameToNode[node.name]
+        _context.release(node)  # a host's name may be used again, as in Mininet
 
     def delHost(self, host: Any) -> None:
         self.delNode(host, nodes=self.hosts)

@@ -11,6 +11,7 @@
   :func:`specialClass`, :func:`buildTopo`;
 - nodes: :func:`dumpNodeConnections`, :func:`dumpNetConnections`,
   :func:`dumpPorts`, :func:`waitListening`, :func:`pmonitor`;
+- versions: :class:`StrictVersion`;
 - the rest: :func:`numCores`, :func:`retry`, :func:`ensureRoot`,
   :func:`fixLimits` and :func:`mountCgroups` (nothing to do on fidelnet).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import fcntl
+import functools
 import os
 import re
 import select
@@ -34,6 +36,7 @@ from fidelnet.errors import NodeError, ValidationError
 __all__ = [
     "BaseString",
     "Python3",
+    "StrictVersion",
     "checkFloat",
     "checkInt",
     "custom",
@@ -484,6 +487,58 @@ def pmonitor(
             if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                 poller.unregister(fd)
                 del popens[host]
+
+
+# -- versions ------------------------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"(\d+)((?:\.\d+)*)(?:([ab])(\d+))?")
+
+
+@functools.total_ordering
+class StrictVersion:
+    """Mininet's ``StrictVersion`` (``packaging.version.parse`` there, or distutils'
+    class): a version number like ``1.12.0`` or ``2.3b1`` that compares as numbers,
+    ``StrictVersion('1.12.0') > StrictVersion('1.9')``. A pre-release (``a``/``b``)
+    sorts before its release."""
+
+    def __init__(self, vstring: str) -> None:
+        text = str(vstring).strip()
+        m = _VERSION_RE.fullmatch(text)
+        if m is None:
+            raise ValidationError("StrictVersion", "not a version number like 1.12.0", vstring)
+        self.vstring = text
+        numbers = [int(m.group(1)), *(int(p) for p in m.group(2).split(".") if p)]
+        while len(numbers) > 1 and numbers[-1] == 0:
+            numbers.pop()  # 1.12.0 == 1.12
+        self.version = tuple(numbers)
+        self.prerelease = (m.group(3), int(m.group(4))) if m.group(3) else None
+
+    def _key(self) -> tuple[tuple[int, ...], tuple[int, str, int]]:
+        pre = (0, *self.prerelease) if self.prerelease else (1, "", 0)
+        return self.version, pre
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = StrictVersion(other)
+        if not isinstance(other, StrictVersion):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = StrictVersion(other)
+        if not isinstance(other, StrictVersion):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.vstring
+
+    def __repr__(self) -> str:
+        return f"StrictVersion({self.vstring!r})"
 
 
 # -- the rest -----------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Thin ctypes wrappers for the few syscalls Python 3.10/3.11 lacks: unshare, setns, mount."""
+"""Thin ctypes wrappers for the few syscalls Python 3.10/3.11 lacks: unshare, setns,
+mount, and prctl's child-subreaper flag."""
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 CLONE_NEWNET = 0x40000000
@@ -11,8 +11,12 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_SHARED = 1 << 20
 MNT_DETACH = 2
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# The process's own symbols include libc's; ctypes.util.find_library("c") would
+# run ldconfig (a fork and exec) at every start of the `fidelnet` command.
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
@@ -23,6 +27,13 @@ _libc.mount.argtypes = [
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 
 
 def _check(ret: int, what: str) -> None:
@@ -50,3 +61,18 @@ def mount(source: str, target: str, fstype: str | None, flags: int) -> None:
 
 def umount(target: str, flags: int = MNT_DETACH) -> None:
     _check(_libc.umount2(target.encode(), flags), f"umount {target}")
+
+
+def child_subreaper() -> bool:
+    """Whether this process adopts its descendants' orphans (``PR_GET_CHILD_SUBREAPER``)."""
+    flag = ctypes.c_int(0)
+    _check(
+        _libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.addressof(flag), 0, 0, 0),
+        "prctl(PR_GET_CHILD_SUBREAPER)",
+    )
+    return bool(flag.value)
+
+
+def set_child_subreaper(on: bool) -> None:
+    """Make this process adopt (or stop adopting) its descendants' orphans."""
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")

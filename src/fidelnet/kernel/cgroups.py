@@ -7,6 +7,16 @@ controllers, else ``cpu.cfs_quota_us``/``cpuset.cpus`` in v1 hierarchies. A
 real-time node (Mininet's ``sched='rt'``) also gets ``cpu.rt_runtime_us`` in the v1
 cpu hierarchy (the only place the kernel offers real-time group scheduling).
 
+Real-time bandwidth is per CPU: a group with runtime R per period P may run R/P of
+*each* CPU it is on, and (the kernel's ``RT_RUNTIME_SHARE`` being off by default
+since Linux 5.17) a CPU does not borrow another's runtime. Giving a node R/P =
+``fraction`` on every core (Mininet's rule) gives it the share asked only when it
+keeps every core busy: one busy process gets ``fraction / ncpus`` of the machine (on
+two cores, a 10% limit gave 5%). So a real-time node runs on as few cores as hold its
+share (:func:`realtime_cores`, unless ``cores`` are given) with ``fraction * ncpus /
+len(cores)`` of each (:func:`rt_runtime_us`): its share of the machine is then
+``fraction`` whatever number of processes it runs.
+
 :class:`CgroupFS` holds the mount points, so tests can point it at a fake tree.
 """
 
@@ -17,9 +27,10 @@ import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from fidelnet.errors import KernelError, UnsupportedError
+from fidelnet.errors import KernelError, UnsupportedError, ValidationError
 
 __all__ = [
     "CgroupFS",
@@ -29,6 +40,8 @@ __all__ = [
     "detect",
     "join",
     "kill_and_remove",
+    "realtime_cores",
+    "rt_runtime_us",
     "set_limit",
     "set_rt_runtime",
 ]
@@ -159,7 +172,7 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
             _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
             _write(os.path.join(path, "cpu.cfs_quota_us"), str(quota))
     if limit.realtime and not v2:
-        set_rt_runtime(path, limit)
+        set_rt_runtime(path, limit, fs.ncpus)
     if limit.cores is not None:
         cpus = ",".join(str(c) for c in limit.cores)
         if os.path.exists(os.path.join(path, "cpuset.cpus")):
@@ -178,15 +191,44 @@ def create(fs: CgroupFS, path: str, limit: CpuLimit | None) -> None:
             _write(os.path.join(path, "cpuset.cpus"), cpus)
 
 
-def set_rt_runtime(path: str, limit: CpuLimit) -> None:
-    """Give a v1 cpu group ``fraction`` of each period as real-time runtime (Mininet's
-    ``sched='rt'``), raising its run-level parent's runtime first by the difference:
-    the kernel refuses children that together get more than their parent."""
+def realtime_cores(fraction: float, ncpus: int, index: int) -> tuple[int, ...]:
+    """The cores a real-time node with ``fraction`` of the machine runs on when none
+    are given: as few as hold the share, ``ceil(fraction * ncpus)``, consecutive from
+    a start that moves on with each real-time node of the run (``index``), so their
+    runtime is spread over the machine."""
+    count = min(ncpus, max(1, math.ceil(fraction * ncpus - 1e-9)))
+    start = (index * count) % ncpus
+    return tuple(sorted((start + i) % ncpus for i in range(count)))
+
+
+def rt_runtime_us(limit: CpuLimit, ncpus: int) -> int:
+    """The real-time runtime per period, on each of its CPUs, of a group that may use
+    ``fraction`` of all ``ncpus`` cores: ``fraction * ncpus / len(cores)`` of the
+    period (``cores`` None: every core, ``fraction`` of each). More than a whole
+    period per CPU cannot be given: the cores are too few for the share."""
+    fraction = limit.fraction or 0.0
+    on = len(limit.cores) if limit.cores else ncpus
+    runtime = round(fraction * ncpus / on * limit.period_us)
+    if runtime > limit.period_us:
+        raise ValidationError(
+            "cores",
+            f"a real-time share of {fraction:g} of {ncpus} cores needs at least "
+            f"{math.ceil(fraction * ncpus - 1e-9)} of them",
+            list(limit.cores or ()),
+        )
+    return runtime
+
+
+def set_rt_runtime(path: str, limit: CpuLimit, ncpus: int) -> None:
+    """Give a v1 cpu group its real-time runtime (Mininet's ``sched='rt'``;
+    :func:`rt_runtime_us`), raising its run-level parent's runtime first by the
+    difference: the kernel refuses children that together get more than their
+    parent."""
     runtime_file = os.path.join(path, "cpu.rt_runtime_us")
     if not os.path.exists(runtime_file):
         return
     parent = os.path.dirname(path)
-    new = round((limit.fraction or 0.0) * limit.period_us)
+    new = rt_runtime_us(limit, ncpus)
     old_ratio = int(_read(runtime_file)) / int(_read(os.path.join(path, "cpu.rt_period_us")))
     new_ratio = new / limit.period_us
     p_period = int(_read(os.path.join(parent, "cpu.rt_period_us")))
@@ -216,7 +258,7 @@ def set_limit(fs: CgroupFS, path: str, limit: CpuLimit) -> None:
         _write(os.path.join(path, "cpu.cfs_period_us"), str(limit.period_us))
         _write(os.path.join(path, "cpu.cfs_quota_us"), quota)
     if limit.realtime and not v2:
-        set_rt_runtime(path, limit)
+        set_rt_runtime(path, limit, fs.ncpus)
     cpus_file = os.path.join(path, "cpuset.cpus")
     if os.path.exists(cpus_file):
         if limit.cores is not None:
@@ -246,8 +288,13 @@ def pids(path: str) -> list[int]:
         return []
 
 
-def kill_and_remove(path: str, timeout: float = 5.0) -> None:
-    """End every process in the cgroup, then remove it (and its run-level parent if empty)."""
+def kill_and_remove(
+    path: str, timeout: float = 5.0, seen: Callable[[int], object] | None = None
+) -> None:
+    """End every process in the cgroup, then remove it (and its run-level parent if
+    empty). ``seen`` is called with each pid found in it before it is killed (a
+    :class:`~fidelnet.kernel.procwait.Ending` holds them to wait until they are gone:
+    a process leaves ``cgroup.procs`` when it exits, before it is reaped)."""
     if not os.path.isdir(path):
         return
     kill_file = os.path.join(path, "cgroup.kill")
@@ -256,6 +303,9 @@ def kill_and_remove(path: str, timeout: float = 5.0) -> None:
         procs = pids(path)
         if not procs:
             break
+        if seen is not None:
+            for pid in procs:
+                seen(pid)
         if os.path.exists(kill_file):
             with contextlib.suppress(OSError):
                 _write(kill_file, "1")

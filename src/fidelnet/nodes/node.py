@@ -64,7 +64,7 @@ class Node:
         self._cgroups: list[str] | None = None
         self._popens: list[subprocess.Popen[Any]] = []
         self.backend: NodeBackend = _backend_for(net, spec)
-        self.started = False  # its backend started it (Network.start_nodes)
+        self.backend_started = False  # its backend started it (Network.start_nodes)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -92,7 +92,7 @@ class Node:
             limit = None
             rt = self.spec.sched == "rt"
             if self.spec.cpu is not None or self.spec.cores is not None or rt:
-                limit = cgroups.CpuLimit(self.spec.cpu, self.spec.cores, realtime=rt)
+                limit = self._cpu_limit(self.spec.cpu, self.spec.cores)
             dirs = fs.node_dirs(self.net.run_id, self.name, limit)
             for d in dirs:
                 self.net.state_record("cgroup", path=d)
@@ -109,7 +109,7 @@ class Node:
         if self._cgroups is None:
             return
         fs = self.net.cgroupfs
-        limit = cgroups.CpuLimit(cpu, cores, realtime=self.spec.sched == "rt")
+        limit = self._cpu_limit(cpu, cores)
         for d in self._cgroups:
             cgroups.set_limit(fs, d, limit)
         for d in fs.node_dirs(self.net.run_id, self.name, limit):
@@ -119,6 +119,17 @@ class Node:
             cgroups.create(fs, d, limit)
             cgroups.join(d, cgroups.pids(self._cgroups[0]))
             self._cgroups.append(d)
+
+    def _cpu_limit(self, cpu: float | None, cores: tuple[int, ...] | None) -> cgroups.CpuLimit:
+        """The node's CPU limit; a real-time node with a share and no cores given runs
+        on as few cores as hold its share (:func:`fidelnet.kernel.cgroups.realtime_cores`:
+        real-time runtime is per CPU), the next ones for each real-time node."""
+        rt = self.spec.sched == "rt"
+        if rt and cpu is not None and cores is None:
+            peers = [n for n in self.net.spec.nodes.values() if n.sched == "rt"]
+            index = next((i for i, n in enumerate(peers) if n.name == self.name), 0)
+            cores = cgroups.realtime_cores(cpu, self.net.cgroupfs.ncpus, index)
+        return cgroups.CpuLimit(cpu, cores, realtime=rt)
 
     # -- processes ------------------------------------------------------------------
 

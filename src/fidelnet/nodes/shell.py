@@ -54,6 +54,7 @@ class Shell:
         this process."""
         self.name = name
         master, slave = pty.openpty()
+        self.slave_name = os.ttyname(slave)  # the pty's terminal, /dev/pts/N
         attrs = termios.tcgetattr(slave)
         attrs[3] &= ~termios.ECHO  # lflag: no echo from the start
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
