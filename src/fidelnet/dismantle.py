@@ -100,7 +100,10 @@ def _remove_all(net: Network, ending: procwait.Ending) -> None:
     if net._exec_server is not None:
         net._exec_server.close()
         net._exec_server = None
-    log.debug("run %s: processes ended; removing what the run recorded", state.run_id)
+    if log.isEnabledFor(logging.DEBUG):  # what goes, newest first (-v debug)
+        for rec in reversed([r for r in state.live_objects() if r["kind"] != "info"]):
+            what = " ".join(f"{k}={v}" for k, v in rec.items() if k != "kind")
+            log.debug("run %s: removing %s %s", state.run_id, rec["kind"], what)
     problems = remove_recorded(state, ending=ending)
     for p in problems:
         log.error("run %s: teardown: %s", state.run_id, p)

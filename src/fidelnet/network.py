@@ -153,6 +153,11 @@ class Network:
             what = " ".join(f"{k}={v}" for k, v in fields.items())
             log.debug("run %s: %s %s", self._state.run_id, kind, what)
 
+    def state_gone(self, kind: str, **fields: Any) -> None:
+        """Say an object recorded with :meth:`state_record` was removed."""
+        if self._state is not None:
+            self._state.gone(kind, **fields)
+
     @contextlib.contextmanager
     def _owning(self, kind: str, **fields: Any) -> Iterator[None]:
         """Record an object before the block creates it; if creation fails, record it

@@ -98,8 +98,10 @@ def realize_node(net: Network, node: Node) -> None:
     if isinstance(node, Switch):
         node._nl = net._fabric_netlink()
         node.netns = net._fabric
-        node.forwarder = net.datapath(switches.choose(spec, net.spec, l2switch.missing))
+        kind = switches.choose(spec, net.spec, l2switch.missing)
+        node.forwarder = net.datapath(kind)
         node.forwarder.add_switch(node)
+        log.debug("%s: a switch on the %s datapath, in %s", spec.name, kind, net._fabric)
     elif spec.in_namespace:
         node.backend.create(node)  # its namespace, and what its backend needs
 
@@ -180,6 +182,10 @@ def setup_end(node: Node, intf: Interface, mac: str | None, ip: str | None, mark
         ip = node.spec.ip
     if ip:
         intf.set_ip(ip, replace=False)  # a new interface has no address to replace
+    log.debug(
+        "%s: %s up (port %s)%s%s", node.name, intf.name, intf.port,
+        f", MAC {mac}" if mac else "", f", {ip}" if ip else "",
+    )  # fmt: skip
 
 
 def wait_stp(switches: list[Switch], timeout: float) -> None:

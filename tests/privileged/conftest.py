@@ -13,7 +13,9 @@ time on an otherwise quiet machine. A new module is serial until it is listed he
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,8 @@ PARALLEL_MODULES = frozenset(
         "test_flows.py",
         "test_hwintf.py",
         "test_hwlinks.py",
+        "test_mininet_contract.py",
+        "test_mininet_suites.py",
         "test_nat_clean.py",
         "test_network.py",
         "test_ovs_switch.py",
@@ -69,6 +73,14 @@ def state_files() -> set[str]:
         return set()
 
 
+def run_tmpdirs() -> set[str]:
+    """Scratch directories of runs (``fidelnet-<run id>-...``, fidelnet.measure.workdir)."""
+    return {n for n in os.listdir(tempfile.gettempdir()) if RUN_TMPDIR.match(n)}
+
+
+RUN_TMPDIR = re.compile(r"^fidelnet-[0-9a-f]{6}-")
+
+
 # Host settings that programs run by tests change on the host as under Mininet (Debian's
 # linearbandwidth example sets `tcp_congestion_control=reno` on the host): written back
 # after every test, or every later TCP measurement on the machine would inherit them.
@@ -86,9 +98,12 @@ def host_settings_restored() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def leaves_no_trace() -> Iterator[None]:
-    """Fail a test that leaves namespaces, host interfaces or state files behind."""
-    before = (netns_names(), host_links(), state_files())
+    """Fail a test that leaves namespaces, host interfaces, state files or scratch
+    directories behind."""
+    before = (netns_names(), host_links(), state_files(), run_tmpdirs())
     yield
-    after = (netns_names(), host_links(), state_files())
+    after = (netns_names(), host_links(), state_files(), run_tmpdirs())
     leaked = [sorted(a - b) for a, b in zip(after, before, strict=True)]
-    assert leaked == [[], [], []], f"left behind (netns, host links, state files): {leaked}"
+    assert leaked == [[], [], [], []], (
+        f"left behind (netns, host links, state files, scratch directories): {leaked}"
+    )

@@ -28,7 +28,6 @@ pytestmark = [
 
 EXAMPLES = Path("/usr/share/doc/mininet/examples")
 HAS_NETEM = os.path.exists("/sys/module/sch_netem")
-HAS_RT = os.path.exists("/sys/fs/cgroup/cpu/cpu.rt_runtime_us")
 
 # Runs `fidelnet mn ARGS` (exactly what `python -m fidelnet` runs) and reports the id of
 # every network it opens, so the test can check that nothing of them is left.
@@ -83,17 +82,6 @@ def check_popenpoll(code: int, out: str) -> None:
     assert out.count("packets transmitted") == 3  # SIGINT reached every ping
 
 
-def check_limit(code: int, out: str) -> None:
-    assert code == 0
-    pairs = re.findall(r"Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
-    assert len(pairs) == (2 if HAS_RT else 1), out
-    # bw=10 through HTB: Mininet's [server, client], neither above the link's rate.
-    assert all(5.0 < float(r) <= 10.0 for pair in pairs for r in pair), pairs
-    cpu = [re.findall(r"[\d.]+", m) for m in re.findall(r"Results: \[([\d., ]+)\]\n", out)]
-    assert cpu and all(float(x) < 15 for xs in cpu for x in xs), cpu  # cpu=.1 holds
-    assert "(cfs 20000/100000us)" in out or os.cpu_count() != 2
-
-
 def check_linuxrouter(code: int, out: str) -> None:
     assert code == 0
     assert re.search(r"192\.168\.1\.0 .* r0-eth1", out)
@@ -111,12 +99,6 @@ def check_numberedports(code: int, out: str) -> None:
     assert out.count("Validated.") == 5
     assert "s1-eth9 :  9" in out
     assert "*** Results: 0% dropped (20/20 received)" in out
-
-
-def check_treeping64(code: int, out: str) -> None:
-    assert code == 0
-    assert "reference user: 0% packet loss" in out
-    assert "Open vSwitch kernel: 0% packet loss" in out
 
 
 def check_simpleperf(code: int, out: str) -> None:
@@ -186,26 +168,6 @@ def check_multipoll(code: int, out: str) -> None:
         assert re.search(rf"^{h}: 64 bytes from 10\.0\.0\.1", out, re.MULTILINE), h
 
 
-def check_intfoptions(code: int, out: str) -> None:
-    assert code == 0
-    tcp = re.search(r"Results: \['([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
-    assert tcp and all(5.0 < float(r) <= 10.0 for r in tcp.groups()), out
-    udp = re.search(r"Results: \['10M', '([\d.]+) Mbits/sec', '([\d.]+) Mbits/sec'\]", out)
-    assert udp and 3.5 < float(udp.group(1)) < 6.5, out  # 50% loss of 10 Mbit/s
-    rtts = re.findall(r"rtt min/avg/max/mdev [\d.]+/([\d.]+)/", out)
-    assert len(rtts) == 2 and all(14.5 < float(r) < 20 for r in rtts), out  # 15 ms
-
-
-def check_linearbandwidth(code: int, out: str) -> None:
-    # TCP over chains of 1..4 OVS switches with 100 Mbit/s links: one row per chain,
-    # and no figure above the links' rate.
-    assert code == 0
-    table = out.split("*** Linear network results for Open vSwitch kernel datapath:", 1)[1]
-    rows = re.findall(r"^(\d) \t\t([\d.]+) Mbits/sec", table, re.MULTILINE)
-    assert [n for n, _ in rows] == ["1", "2", "3", "4"], out
-    assert all(0 < float(r) <= 100 for _, r in rows), rows
-
-
 def check_baresshd(code: int, out: str) -> None:
     # sshd in h1, reached from the host's namespace over a link to a node there.
     assert code == 0
@@ -269,11 +231,9 @@ CASES: dict[str, tuple[Stdin, float, Callable[[int, str], None]]] = {
     "multiping.py": ("", 90, check_multiping),
     "popen.py": ("", 60, check_popen),
     "popenpoll.py": ("", 60, check_popenpoll),
-    "limit.py": ("", 120, check_limit),
     "linuxrouter.py": ("pingall\nexit\n", 60, check_linuxrouter),
     "multilink.py": ("net\npingall\n", 60, check_multilink),
     "numberedports.py": ("", 60, check_numberedports),
-    "treeping64.py": ("", 180, check_treeping64),
     "simpleperf.py": ("", 90, check_simpleperf),
     "controllers.py": ("pingall\ndpctl dump-flows\nexit\n", 60, check_controllers),
     "controllers2.py": (
@@ -291,8 +251,6 @@ CASES: dict[str, tuple[Stdin, float, Callable[[int, str], None]]] = {
     ),
     "multitest.py": ("exit\n", 60, check_multitest),
     "multipoll.py": ("", 60, check_multipoll),
-    "intfoptions.py": ("", 120, check_intfoptions),
-    "linearbandwidth.py": ("", 240, check_linearbandwidth),
     "baresshd.py": ("", 60, check_baresshd),
     "nat.py": (
         lambda: f"h1 ping -c1 -W2 {_gateway()}\nsh iptables -w -t nat -S\nexit\n",
@@ -321,11 +279,12 @@ HOST_SYSCTLS = ("/proc/sys/net/ipv4/tcp_congestion_control",)
 NEEDS_SSHD_DIR = {"baresshd.py", "sshd.py"}
 
 
-# Examples that measure (rates, CPU shares) or load the machine (64 hosts pinging
-# through the userspace datapath): they run alone (`timing`), after the others.
-MEASURING = frozenset(
-    {"limit.py", "simpleperf.py", "intfoptions.py", "linearbandwidth.py", "treeping64.py"}
-)
+# Examples that measure: they run alone (`timing`), after the others. limit.py,
+# intfoptions.py, linearbandwidth.py and treeping64.py are not here: Debian's own tests
+# of them judge the same figures (test_mininet_suites.py), and running each twice
+# would only double the time. simpleperf.py stays: this check also wants the build to
+# say its delayed links run on the engine.
+MEASURING = frozenset({"simpleperf.py"})
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,50 @@ def test_a_library_of_mininet_subclasses_runs_unchanged() -> None:
     assert "Traceback" not in out and "warning" not in out.lower(), out
 
 
+def test_the_library_killed_mid_run_is_cleaned_completely() -> None:
+    """The same library killed with SIGKILL, its network built and its daemons
+    running: ``fidelnet clean`` removes the run (namespaces, interfaces, cgroups, state)
+    and ends the daemons its subclasses started, which no ``terminate()`` ran for.
+    The library's own working directory is its own: fidelnet never knew it."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DATA / "mininet_library.py"), "--hold"],
+        env=_shim_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd="/",
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("READY") or len(lines) > 200:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    assert lines and lines[-1].startswith("READY"), "".join(lines)
+    rid, workdir, *pids = lines[-1].split()[1:]
+    assert len(pids) == 2 and os.path.exists(f"{STATE_DIR}/{rid}.jsonl")
+    assert [n for n in os.listdir("/run/netns") if n.startswith(f"fn{rid}-")]
+    done = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "clean"],
+        env=_shim_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not os.path.exists(f"{STATE_DIR}/{rid}.jsonl")
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"fn{rid}-")]
+    assert not [n for n in host_links() if n.startswith(("r1-", "h1-", "h2-", "s1-"))]
+    for pid in pids:  # the daemons: ended and reaped by the time clean returns
+        assert not os.path.exists(f"/proc/{pid}"), pid
+    assert os.path.isdir(workdir)  # the library's: fidelnet never knew it
+    shutil.rmtree(workdir)
+
+
 @pytest.mark.usefixtures("stop_all")
 def test_standalone_nodes_free_their_names_when_stopped() -> None:
     """Mininet's hwintf test makes Node('t0'), Node('t1', inNamespace=False) and a Link
@@ -137,6 +182,8 @@ def test_switches_list_their_control_interface(capsys: pytest.CaptureFixture[str
     assert s1.intfNames() == ["lo", "s1-eth1", "s1-eth2"]
     assert s1.defaultIntf().name == "lo" and s1.IP() == "127.0.0.1"
     assert sorted(s1.intfs) == [1, 2]  # ports only: lo is no port of the bridge
+    said = s1.controlIntf.ifconfig("down")  # the fabric's loopback, shared: stays up
+    assert "stays up" in said and s1.controlIntf.isUp()
     capsys.readouterr()
     script = Path(os.environ.get("TMPDIR", "/tmp")) / f"fn-cli-{os.getpid()}"
     script.write_text("intfs\nnet\nports\ndump\n")
@@ -262,6 +309,7 @@ def test_a_foreign_interface_in_the_way_is_named_not_touched() -> None:
         subprocess.run(["ip", "link", "del", "root-eth0"], check=True)
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(not HAS_RT, reason="no real-time group scheduling (cgroup v1 cpu.rt_*)")
 @pytest.mark.usefixtures("stop_all")
 def test_realtime_share_is_the_share_asked() -> None:

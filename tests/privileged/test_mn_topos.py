@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _mnrun import assert_no_trace, run_to_end
+from _precision import precise
 
 pytestmark = [
     pytest.mark.privileged,
@@ -89,25 +90,32 @@ def test_delay_on_a_kernel_without_netem_runs_on_the_engine() -> None:
 
 def test_linear2_with_10ms_links_has_a_60ms_rtt() -> None:
     # Three links (h1-s1, s1-s2, s2-h2); TCLink delays each direction of each by 10 ms.
-    code, out, runs = run_mn(
-        ["--topo", "linear,2", "--link", "tc,delay=10ms"],
-        stdin="h1 ping -c 6 -i 0.2 h2\n",
-    )
-    assert code == 0, out
-    m = re.search(r"rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)", out)
-    assert m, out
-    rtt_min, rtt_avg = float(m.group(1)), float(m.group(2))
-    # The first ping also waits for ARP across the delayed links: judge min and the
-    # average without it loosely, the benchmark measures the error precisely.
-    assert 60.0 <= rtt_min < 61.5, out
-    assert rtt_avg < 90.0, out
-    times = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)][1:]
-    # Never below the configured 60 ms; the median close to it. The engine has rare
-    # millisecond stalls on a shared 2-core VM (bench/links.py: p99.9 lateness of a
-    # few ms), so single pings may run late.
-    assert len(times) == 5 and min(times) >= 60.0, times
-    assert sorted(times)[2] < 62.0 and max(times) < 80.0, times
-    assert_no_trace(runs)
+    def measure() -> tuple[str, float, float, list[float]]:
+        code, out, runs = run_mn(
+            ["--topo", "linear,2", "--link", "tc,delay=10ms"],
+            stdin="h1 ping -c 6 -i 0.2 h2\n",
+        )
+        assert code == 0, out
+        m = re.search(r"rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)", out)
+        assert m, out
+        times = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)][1:]
+        # Never below the configured 60 ms, whatever the load: the engine never
+        # releases a packet before its time.
+        assert len(times) == 5 and min(times) >= 60.0 and float(m.group(1)) >= 60.0, out
+        assert_no_trace(runs)
+        return out, float(m.group(1)), float(m.group(2)), times
+
+    def miss(got: tuple[str, float, float, list[float]]) -> str | None:
+        _, rtt_min, rtt_avg, times = got
+        # The first ping also waits for ARP across the delayed links: judge min and
+        # the average with it loosely, the benchmark measures the error precisely.
+        # The median close to 60 ms; single pings may run late when a neighbour takes
+        # the core (bench/links.py: p99.9 lateness of a few ms on a shared VM).
+        if rtt_min < 61.5 and rtt_avg < 90.0 and sorted(times)[2] < 62.0 and max(times) < 80.0:
+            return None
+        return f"rtt min {rtt_min}, avg {rtt_avg}, pings after the first {times}"
+
+    precise(measure, miss)
 
 
 def test_cli_reads_commands_until_eof() -> None:

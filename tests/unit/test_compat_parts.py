@@ -11,7 +11,7 @@ from fidelnet.compat._intf import TCIntf, tc_params
 from fidelnet.compat._nettests import NetTests, format_rate
 from fidelnet.compat.link import Intf, TCLink, end_params, is_tc
 from fidelnet.compat.util import custom
-from fidelnet.errors import UnitError, UnsupportedError, ValidationError
+from fidelnet.errors import KernelError, UnitError, UnsupportedError, ValidationError
 from fidelnet.kernel import cgroups
 
 
@@ -106,6 +106,31 @@ def test_rt_share_is_per_cpu_runtime_on_few_cores(tmp_path: Path) -> None:
     assert (parent / "cpu.rt_runtime_us").read_text() == "200000"
     with pytest.raises(ValidationError, match="needs at least 2"):
         cgroups.rt_runtime_us(cgroups.CpuLimit(fraction=0.6, cores=(0,), realtime=True), 2)
+
+
+def test_rt_share_the_kernel_cannot_admit_is_refused_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel admits real-time groups whose per-CPU shares add up to at most its
+    budget (95%): two hosts with 25% of a 2-core machine each need 50% of a core
+    each, 100% together. The refusal says so, naming the node."""
+    parent, h1, _ = _rt_tree(tmp_path)
+    write = cgroups._write
+
+    def budget(path: str, value: str) -> None:
+        if path == str(parent / "cpu.rt_runtime_us") and int(value) > 950_000:
+            raise KernelError(f"{path}: cannot write {value!r}: [Errno 22] Invalid argument")
+        write(path, value)
+
+    monkeypatch.setattr(cgroups, "_write", budget)
+    (parent / "cpu.rt_runtime_us").write_text("500000\n")  # h2 holds 50% already
+    quarter = cgroups.CpuLimit(fraction=0.25, cores=(0,), realtime=True)
+    with pytest.raises(KernelError) as caught:
+        cgroups.set_rt_runtime(str(h1), quarter, 2)
+    said = str(caught.value)
+    assert said.startswith("h1: a real-time share of 0.25 of 2 cores is 50% of each of 1")
+    assert "would need 100% of a CPU's real-time budget" in said and "sched='cfs'" in said
+    assert (h1 / "cpu.rt_runtime_us").read_text() == "0\n"  # left as it was
 
 
 def test_rt_needs_the_v1_cpu_hierarchy(tmp_path: Path) -> None:

@@ -55,6 +55,9 @@ class CPULimitedHost(Host):
                 )
             self.spec.sched = "rt"
             self.set_cpu_limit(frac, self.spec.cores)
+            # Made now, as Mininet does in config: a share the kernel cannot admit is
+            # refused here (cpu.py catches it around Mininet()), not at a first command.
+            self.cgroup_dirs()
             if self._shell is not None:
                 os.sched_setscheduler(self._shell.pid, os.SCHED_RR, os.sched_param(self.rtprio))
             # Real-time runtime is per CPU: on as few cores as hold the share.

@@ -152,7 +152,7 @@ class Intf(Interface):
         if words in (["up"], ["down"]):
             try:
                 self.set_up(words[0] == "up")
-            except KernelError as exc:
+            except (KernelError, NodeError) as exc:  # said as ifconfig would say it
                 return f"{exc}\n"
             return ""
         result = self.cmd("ifconfig", self.name, *words)

@@ -235,7 +235,21 @@ def set_rt_runtime(path: str, limit: CpuLimit, ncpus: int) -> None:
     p_runtime = int(_read(os.path.join(parent, "cpu.rt_runtime_us")))
     wanted = p_runtime + math.ceil((new_ratio - old_ratio) * p_period)
     if new_ratio > old_ratio:
-        _write(os.path.join(parent, "cpu.rt_runtime_us"), str(wanted))
+        try:
+            _write(os.path.join(parent, "cpu.rt_runtime_us"), str(wanted))
+        except KernelError as exc:
+            # The kernel admits real-time groups whose shares of a CPU add up to at
+            # most kernel.sched_rt_runtime_us / sched_rt_period_us, whatever CPUs each
+            # runs on.
+            on = len(limit.cores) if limit.cores else ncpus
+            raise KernelError(
+                f"{os.path.basename(path)}: a real-time share of {limit.fraction or 0:g} of "
+                f"{ncpus} cores is {new_ratio:.0%} of each of {on} core(s) (real-time "
+                f"runtime is per CPU), and with it this run's real-time nodes would need "
+                f"{wanted / p_period:.0%} of a CPU's real-time budget, more than the kernel "
+                "admits (kernel.sched_rt_runtime_us, less what other groups hold): ask "
+                "for less, or use sched='cfs'"
+            ) from exc
     _write(runtime_file, "0")
     _write(os.path.join(path, "cpu.rt_period_us"), str(limit.period_us))
     _write(runtime_file, str(new))

@@ -16,6 +16,9 @@ Record kinds and their keys:
 - ``process`` ``pid``, ``start``            a process leader (its group is ended too)
 - ``sysctl``  ``path``, ``old``             a host sysctl changed; restored on teardown
 - ``file``    ``path``                      a file the run made (linkd's socket and log)
+- ``tree``    ``path``                      a directory under the state directory (OVS, a VM)
+- ``tmpdir``  ``path``                      a measurement's scratch directory in the
+                                            temporary directory, ``fidelnet-<id>-...``
 - ``info``    any                           a note, nothing to remove (a link's backend)
 """
 
@@ -189,6 +192,7 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "cgroup": ("path",),
         "file": ("path",),
         "tree": ("path",),
+        "tmpdir": ("path",),
         "process": ("pid", "start"),
         "sysctl": ("path",),
         "sysctl_add": ("path",),

@@ -372,9 +372,21 @@ def remove_clsact(nl: Netlink, index: int) -> None:
 
 def kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
     """Probe, in one scratch namespace, which of ``kinds`` the kernel can make: qdisc
-    kinds, and ``"bpf_loss"`` for random loss by a BPF classifier (:mod:`.bpf`)."""
-    name = f"fnprobe{os.getpid()}"
-    path = ns.create(name)
+    kinds, and ``"bpf_loss"`` for random loss by a BPF classifier (:mod:`.bpf`).
+
+    The namespace is a run of its own (a state file, the namespace recorded before it
+    exists), so a probe killed half way leaves nothing ``fidelnet clean`` misses."""
+    from fidelnet.kernel.state import RunState
+
+    st = RunState.create(command="qdisc probe")
+    name = f"fn{st.run_id}-probe"
+    st.record("netns", name=name)
+    try:
+        path = ns.create(name)
+    except BaseException:
+        st.gone("netns", name=name)
+        st.close(remove=True)
+        raise
     try:
         nl = Netlink(path)
         try:
@@ -387,6 +399,8 @@ def kernel_qdiscs(kinds: tuple[str, ...]) -> frozenset[str]:
             nl.close()
     finally:
         ns.delete(name)
+        st.gone("netns", name=name)
+        st.close(remove=True)
 
 
 def _probe_bpf_loss(nl: Netlink) -> bool:

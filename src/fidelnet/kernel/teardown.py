@@ -77,6 +77,15 @@ def _file(rec: dict[str, Any], _run_id: str) -> None:
         os.unlink(str(rec["path"]))
 
 
+def _tmpdir(rec: dict[str, Any], run_id: str) -> None:
+    """A measurement's scratch directory (:mod:`fidelnet.measure.workdir`): only ever
+    a real directory named for the run, ``fidelnet-<run id>-...``."""
+    path = str(rec["path"])
+    if not os.path.basename(path).startswith(f"fidelnet-{run_id}-") or os.path.islink(path):
+        raise StateError(f"refusing to remove {path}: not a scratch directory of run {run_id}")
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _tree(rec: dict[str, Any], _run_id: str) -> None:
     """A directory of the run's own (OVS's database and sockets), only ever one
     directly under the state directory."""
@@ -107,6 +116,7 @@ _ENDERS: dict[str, Callable[[dict[str, Any], str, procwait.Ending], None]] = {
 _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "file": _file,
     "tree": _tree,
+    "tmpdir": _tmpdir,
     "info": _info,
     "netns": _netns,
     "link": _link,
@@ -210,7 +220,7 @@ def still_there(removed: list[dict[str, Any]], run_id: str) -> list[str]:
             out.append(f"netns {where}: still at {ns.path_of(where)} after removal")
         elif kind == "cgroup" and os.path.isdir(where):
             out.append(f"cgroup {where}: still exists after removal")
-        elif kind in ("file", "tree") and os.path.lexists(where):
+        elif kind in ("file", "tree", "tmpdir") and os.path.lexists(where):
             out.append(f"{kind} {where}: still exists after removal")
         elif kind == "mount" and os.path.ismount(where):
             out.append(f"mount {where}: still mounted after removal")

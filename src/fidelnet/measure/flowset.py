@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from fidelnet.errors import MeasurementError, ValidationError
 from fidelnet.measure import pktgen
 from fidelnet.measure.results import UdpResult
+from fidelnet.measure.workdir import work_dir
 from fidelnet.topology.spec import FlowSpec
 
 __all__ = ["FlowRun", "frame_size", "run_flows"]
@@ -64,8 +64,7 @@ def run_flows(
     specs = [r.spec(duration, rng.getrandbits(63)) for r in runs]
     for s in specs:
         s.check()
-    with tempfile.TemporaryDirectory(prefix="fidelnet-flows-") as tmp:
-        root = Path(tmp)
+    with work_dir(runs[0].dst, "flows") as root:
         receivers: list[subprocess.Popen[str]] = []
         senders: list[subprocess.Popen[str]] = []
         try:

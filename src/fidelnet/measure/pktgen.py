@@ -19,7 +19,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.measure.workdir import work_dir
 
 if TYPE_CHECKING:
     from fidelnet.measure.results import UdpResult
@@ -340,8 +340,7 @@ def run(
     base = port if port is not None else random.randint(20000, 60000 - spec.flows)
     ports = list(range(base, base + spec.flows))
     seed = spec.seed if spec.seed is not None else random.getrandbits(63)
-    with tempfile.TemporaryDirectory(prefix="fidelnet-pktgen-") as tmp:
-        work = Path(tmp)
+    with work_dir(dst, "pktgen") as work:
         senders: list[subprocess.Popen[str]] = []
         rx = dst.popen(
             recv_argv(

@@ -17,6 +17,7 @@ including daemons that left the shell's session.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from fidelnet.switches import Datapath
 
 __all__ = ["Host", "Node", "Router", "Switch"]
+
+log = logging.getLogger("fidelnet")
 
 RT_PRIORITY = 20
 """SCHED_RR priority of a real-time node's shell (Mininet's ``rtprio``)."""
@@ -166,6 +169,7 @@ class Node:
                 raise KernelError(f"{self.name}: cannot make its shell SCHED_RR: {exc}") from exc
         if wait:
             finish_starting([sh])
+        log.debug("%s: shell started (pid %d)", self.name, sh.pid)
         return sh
 
     def has_shell(self) -> bool:
@@ -350,6 +354,7 @@ class Switch(Node):
     def set_forwarding(self, up: bool) -> None:
         """Start or stop forwarding (Mininet's ``start``/``stop``); ports stay."""
         self.forwards_by().set_switch_up(self, up)
+        log.debug("%s: forwarding %s", self.name, "on" if up else "off")
 
     def forwarding(self) -> bool:
         """Whether every port forwards (with STP: once the tree has settled; with a

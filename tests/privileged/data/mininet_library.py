@@ -6,7 +6,9 @@ It relies on Mininet's class contracts only: constructors that call the base cla
 attributes Mininet code assigns (``self.mac``, ``self.ip``, ``self.pid``), list
 attributes extended in a subclass, nodes added with ``addHost(name, cls=...)``,
 interfaces of the library's own class through a ``Topo``'s link options. Every check
-prints ``ok: ...``; the first that fails raises.
+prints ``ok: ...``; the first that fails raises. With ``--hold`` it stops half way,
+its network built and its daemons running, and prints ``READY``, the run id, its
+router's directory and its daemons' pids, for a test to kill it with SIGKILL.
 """
 
 import os
@@ -185,6 +187,10 @@ def main():
         check("IPv4 across the router", "1 received" in h1.cmd("ping -c1 -W2 10.2.0.1"))
         wait_dad(h1, r1, h2)
         check("IPv6 across the router", "1 received" in h1.cmd("ping -6 -c1 -W2 fd00:2::1"))
+        if "--hold" in sys.argv:  # for a kill -9: the run id, the daemons, then wait
+            pids = [p for n in (r1, h1, h2) for p in getattr(n, "started", [])]
+            print("READY", net.fn_net.run_id, r1.workdir, *pids, flush=True)
+            time.sleep(600)
         h2.pid = 12345
         check("node.pid is assignable, as in Mininet", h2.pid == 12345)
         del h2.pid
