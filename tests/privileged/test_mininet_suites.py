@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pytest
 from _mnrun import ROOT, run_to_end
-from _precision import ATTEMPTS, precise
 
+from _precision import ATTEMPTS, precise
 from fidelnet.compat import shim_path
 
 pytestmark = [
@@ -288,7 +288,7 @@ def _ssh_side_effects() -> Iterator[None]:
 # make test's second phase). Their claims are precision claims: on a shared 2-core
 # machine a neighbour can take a core mid-measurement, so such a file is run again,
 # at most _precision.ATTEMPTS times, when its tests failed (never when it hung or
-# gave no summary), each attempt's failures printed (tests/privileged/_precision.py).
+# gave no summary), each attempt's failures printed (tests/_precision.py).
 MEASURING = frozenset(
     {
         "test_intfoptions.py",

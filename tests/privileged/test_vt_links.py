@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from _precision import precise
 from fidelnet import Network
 from fidelnet.measure.iperf3 import listening
 from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
@@ -70,11 +71,15 @@ def _iperf(net: Network, seconds: int = 3) -> float:
 
 def test_iperf3_over_a_10_gbit_engine_link_at_tdf_4_reports_10_gbit() -> None:
     rate = 10e9
-    with Network(_pair("engine", LinkParams(bw=rate)), tdf=4.0) as net:
-        got = _iperf(net)
+
+    def measure() -> float:
+        with Network(_pair("engine", LinkParams(bw=rate)), tdf=4.0) as net:
+            got = _iperf(net)
+        assert got <= rate, got / 1e9  # never above the link's rate, whatever the load
+        return got
+
     # Within 5% of the configured rate on the wire (goodput excludes the headers).
-    assert got >= 0.95 * rate * _WIRE, got / 1e9
-    assert got <= rate, got / 1e9
+    precise(measure, lambda got: None if got >= 0.95 * rate * _WIRE else f"{got / 1e9} Gbit/s")
 
 
 def test_a_dilated_tc_link_is_shaped_at_the_real_rate_and_follows_set_tdf() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from _precision import precise
 from fidelnet.bench.overload import CASES, Case, run_case
 
 pytestmark = pytest.mark.privileged
@@ -20,12 +21,14 @@ def test_overload_is_flagged(case: Case) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.overload], ids=lambda c: c.name)
 def test_clean_run_is_trusted(case: Case) -> None:
-    # One retry: a clean run on a shared VM can meet a real stall (steal, a
-    # neighbour); the benchmark counts those as false alarms, the test tolerates one.
-    out = run_case(case, duration=1.5)
-    if out.level != "trusted":
-        out = run_case(case, duration=1.5)
-    assert out.level == "trusted", f"{case.name} ({case.what}): {out.summary}"
+    # A clean run on a shared VM can meet a real stall (steal, a neighbour), which the
+    # monitor rightly reports; the benchmark counts those as false alarms. The claim
+    # is that a clean run on a machine that gives it its cores is trusted: measured up
+    # to three times (tests/_precision.py).
+    precise(
+        lambda: run_case(case, duration=1.5),
+        lambda out: None if out.level == "trusted" else f"{case.name}: {out.summary}",
+    )
 
 
 def test_monitor_overhead_is_measured_and_small() -> None:

@@ -2,11 +2,19 @@
 
 A precision claim (the median departure within 10 µs of its deadline, a ping within
 2 ms of the configured delay) holds when the run has its cores. On the shared 2-core
-machines CI runs on, a neighbour can take a core for tens of milliseconds at a time
-(the hypervisor's steal time, another tenant's burst), and nothing a run does changes
-that. A test of such a claim measures again, at most ``attempts`` times, and fails
-only when no attempt met it; every attempt's figures, and the steal time the kernel
-counted during it, are printed, and given in the failure message.
+machines CI runs on, the hypervisor can take a core for tens of milliseconds at a
+time (steal time, other tenants' bursts), and nothing a run does changes that. A test
+of such a claim measures again, at most ``attempts`` times, and
+
+- passes as soon as an attempt met the claim;
+- fails when none did, and at least one of those ran on an undisturbed machine;
+- is skipped, saying so, when none did and every attempt ran while the hypervisor
+  stole at least ``STEAL_PCT`` of the CPU time (the monitor's own threshold for a
+  degraded run): the claim could not be checked there, and is not counted as passed.
+
+Steal is counted by the kernel (``/proc/stat``), outside anything fidelnet measures,
+so a regression of fidelnet's own (a late engine) never turns into a skip. Every
+attempt's figures and steal are printed, and given in the failure message.
 
 Properties no load may break (nothing earlier than the model, nothing lost, nothing
 left behind) are asserted inside ``measure`` on every attempt: they are never retried.
@@ -17,9 +25,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+import pytest
+
+from fidelnet.fidelity.thresholds import Thresholds
+
 T = TypeVar("T")
 
 ATTEMPTS = 3
+
+STEAL_PCT = Thresholds().steal_degraded_pct
+"""Steal during an attempt from which it counts as disturbed (5 %)."""
 
 
 def _cpu_ticks() -> tuple[int, int]:
@@ -36,6 +51,7 @@ def precise(
     """Run ``measure`` until ``miss`` (None when the claim holds, else what missed)
     passes, at most ``attempts`` times; the result that met the claim."""
     missed: list[str] = []
+    quiet = 0
     for i in range(1, attempts + 1):
         s0, t0 = _cpu_ticks()
         got = measure()
@@ -45,5 +61,11 @@ def precise(
         print(f"attempt {i}: {'met' if why is None else why} (steal {steal:.1f} %)")
         if why is None:
             return got
+        quiet += steal < STEAL_PCT
         missed.append(f"attempt {i} (steal {steal:.1f} %): {why}")
+    if not quiet:
+        pytest.skip(
+            f"the claim could not be checked: the hypervisor stole {STEAL_PCT:g} % of the "
+            "CPU time or more in every attempt:\n" + "\n".join(missed)
+        )
     raise AssertionError("the claim was missed every time:\n" + "\n".join(missed))

@@ -1,0 +1,58 @@
+"""tests/_precision.py, the rule for precision claims on a busy machine: met once is
+enough; missed every time fails, unless every attempt ran under heavy steal, which
+is a skip that says so (never a pass)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import _precision
+
+
+def _ticks(steal_pcts: list[float]) -> Iterator[tuple[int, int]]:
+    """(steal, total) readings: each attempt reads twice, 1000 ticks apart."""
+    steal = 0
+    total = 0
+    for pct in steal_pcts:
+        yield steal, total
+        steal += int(pct * 10)
+        total += 1000
+        yield steal, total
+
+
+def _with_steal(monkeypatch: pytest.MonkeyPatch, pcts: list[float]) -> None:
+    it = _ticks(pcts)
+    monkeypatch.setattr(_precision, "_cpu_ticks", lambda: next(it))
+
+
+def test_met_on_a_later_attempt_returns_that_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_steal(monkeypatch, [0.0, 0.0, 0.0])
+    got = iter([1, 2, 3])
+    assert _precision.precise(lambda: next(got), lambda x: None if x == 2 else "low") == 2
+
+
+def test_missed_every_time_on_a_quiet_machine_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_steal(monkeypatch, [30.0, 0.5, 30.0])
+    with pytest.raises(AssertionError, match=r"missed every time:\nattempt 1 \(steal 30.0 %\)"):
+        _precision.precise(lambda: 1, lambda x: "low")
+
+
+def test_missed_every_time_under_steal_is_a_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_steal(monkeypatch, [30.0, 5.0, 12.0])
+    with pytest.raises(pytest.skip.Exception, match="could not be checked"):
+        _precision.precise(lambda: 1, lambda x: "low")
+
+
+def test_a_firm_property_is_never_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_steal(monkeypatch, [0.0, 0.0, 0.0])
+    calls = []
+
+    def measure() -> int:
+        calls.append(1)
+        raise AssertionError("lost a packet")
+
+    with pytest.raises(AssertionError, match="lost a packet"):
+        _precision.precise(measure, lambda x: None)
+    assert len(calls) == 1
