@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 import pytest
-from _precision import precise
 from _servers import start_listening
 
+from _precision import precise
 from fidelnet import Network
 from fidelnet.errors import ValidationError
 from fidelnet.links.engine import LinkEngineError

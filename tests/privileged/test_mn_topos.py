@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _mnrun import assert_no_trace, run_to_end
+
 from _precision import precise
 
 pytestmark = [
