@@ -49,6 +49,13 @@ COMMANDS: dict[str, LazyCommand] = {
         "One topology over several machines on Kubernetes: `apply`, `status`, `delete`, and "
         "the `controller` and `agent` processes.",
     ),
+    "compare": LazyCommand(
+        "fidelnet.cli.compare",
+        "compare",
+        "Compare RESULTS (a results directory) with BASELINE (made by ``fidelnet test "
+        "--save-baseline``): per result file and metric, same, improved, regressed or "
+        "inconclusive, with both estimates' confidence intervals.",
+    ),
     "doctor": LazyCommand(
         "fidelnet.cli.doctor",
         "doctor",

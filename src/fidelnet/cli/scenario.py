@@ -45,6 +45,27 @@ def _thresholds(path: Path | None, untrusted: str | None) -> Thresholds:
     return parse(values)
 
 
+def _save_baseline(results: Path, dest: Path) -> None:
+    """Keep ``results``' result files as a baseline (fidelnet.gate.baseline), saying
+    how many and which of them a comparison will find untrusted."""
+    from fidelnet.gate import baseline
+    from fidelnet.measure.results import load_result
+
+    saved = baseline.save(results, dest)
+    untrusted = []
+    for rel, path in baseline.result_files(dest).items():
+        verdict = getattr(load_result(path).result, "verdict", None)
+        if verdict is not None and verdict.level == "untrusted":
+            untrusted.append(rel)
+    click.echo(f"baseline: {len(saved)} result file(s) kept in {dest}")
+    for rel in untrusted:
+        click.echo(
+            f"fidelnet: warning: baseline {rel} is untrusted: comparisons with it will be "
+            "inconclusive; save the baseline from a run on a quiet machine",
+            err=True,
+        )
+
+
 def _execute(
     files: tuple[Path, ...],
     out: Path | None,
@@ -52,6 +73,7 @@ def _execute(
     pcap: bool = False,
     thresholds: Thresholds = DEFAULT,
     strict: bool = False,
+    save_baseline: Path | None = None,
 ) -> bool:
     from fidelnet.errors import CapacityError
     from fidelnet.scenario import capacity, default_scenario
@@ -74,6 +96,8 @@ def _execute(
             err.print(f"[dim]*** {message}")
 
         result = run_suite(scenarios, target, say=say, pcap=pcap, thresholds=thresholds)
+    if save_baseline is not None:
+        _save_baseline(target, save_baseline)
     console = Console(width=max(Console().width, 120))
     for r in result.runs:
         table = Table(title=f"{r.scenario}" + (f" run {r.index + 1}" if r.index else ""))
@@ -134,6 +158,12 @@ _STRICT = click.option(
     help="Refuse (exit 2, nothing built) a scenario that asks more than this machine's "
     "profile says it carries faithfully; without it, a warning.",
 )
+_SAVE_BASELINE = click.option(
+    "--save-baseline",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also keep the results as a baseline in this directory, for `fidelnet compare`.",
+)
 _UNTRUSTED = click.option(
     "--untrusted",
     type=click.Choice(["inconclusive", "warn"]),
@@ -149,6 +179,7 @@ _UNTRUSTED = click.option(
 @_THRESHOLDS
 @_UNTRUSTED
 @_STRICT
+@_SAVE_BASELINE
 def run(
     files: tuple[Path, ...],
     out: Path | None,
@@ -156,10 +187,12 @@ def run(
     thresholds_file: Path | None,
     untrusted: str | None,
     strict: bool,
+    save_baseline: Path | None,
 ) -> None:
     """Run scenario FILES (default: the embedded 7-node line) and write their results,
     JUnit file and report. Exits 0 when they ran, whatever the checks said."""
-    _execute(files, out, "run", pcap, _thresholds(thresholds_file, untrusted), strict)
+    th = _thresholds(thresholds_file, untrusted)
+    _execute(files, out, "run", pcap, th, strict, save_baseline)
 
 
 @click.command()
@@ -171,6 +204,7 @@ def run(
 @_THRESHOLDS
 @_UNTRUSTED
 @_STRICT
+@_SAVE_BASELINE
 def test(
     files: tuple[Path, ...],
     out: Path | None,
@@ -178,9 +212,10 @@ def test(
     thresholds_file: Path | None,
     untrusted: str | None,
     strict: bool,
+    save_baseline: Path | None,
 ) -> None:
     """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
     Every file is validated before anything is built (bad input: exit 2). A check on
     a measurement the run judged untrusted is inconclusive (an error) by default."""
     th = _thresholds(thresholds_file, untrusted)
-    sys.exit(0 if _execute(files, out, "test", pcap, th, strict) else 1)
+    sys.exit(0 if _execute(files, out, "test", pcap, th, strict, save_baseline) else 1)

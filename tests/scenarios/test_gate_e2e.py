@@ -1,0 +1,77 @@
+"""The regression gate end to end as a user runs it in CI: `fidelnet test
+--save-baseline`, then `fidelnet compare` of an unchanged run (same) and of a run
+whose link got 30 % slower (50 ms to 65 ms) (regressed), with their exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _precision import precise
+
+pytestmark = [pytest.mark.privileged, pytest.mark.timing]
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (creates network namespaces)")
+
+
+def _fidelnet(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fidelnet", *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _run(scenario: Path, out: Path, *extra: str) -> None:
+    done = _fidelnet("test", str(scenario), "--out", str(out), *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _compare(base: Path, out: Path) -> tuple[int, dict[str, object]]:
+    done = _fidelnet("compare", str(base), str(out), "--metric", "p50", "--json")
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_a_baseline_then_an_unchanged_and_a_slower_run(tmp_path: Path) -> None:
+    slow = tmp_path / "gate.yaml"
+    slow.write_text((DATA / "gate.yaml").read_text().replace("delay: 50ms", "delay: 65ms"))
+    counter = iter(range(100))
+
+    def measure(scenario: Path) -> tuple[int, dict[str, object]]:
+        # A baseline of its own each attempt: one made on a disturbed machine is
+        # untrusted, and every comparison with it inconclusive.
+        i = next(counter)
+        base = tmp_path / f"baseline-{i}"
+        _run(DATA / "gate.yaml", tmp_path / f"base-out-{i}", "--save-baseline", str(base))
+        out = tmp_path / f"out-{i}"
+        _run(scenario, out)
+        return _compare(base, out)
+
+    def decided(want: str, code: int) -> object:
+        def miss(got: tuple[int, dict[str, object]]) -> str | None:
+            # Inconclusive (exit 3) only when a run was untrusted: then measure again.
+            if got[1]["decision"] == want and got[0] == code:
+                return None
+            assert got[1]["decision"] == "inconclusive", got
+            return f"inconclusive: {got[1]['comparisons']}"
+
+        return miss
+
+    same = precise(lambda: measure(DATA / "gate.yaml"), decided("same", 0))
+    assert same[1]["only_baseline"] == [] and same[1]["only_new"] == []
+    worse = precise(lambda: measure(slow), decided("regressed", 1))
+    (comparison,) = worse[1]["comparisons"]
+    lo, hi, unit = comparison["change"]
+    # 65 ms against 50 ms one way, plus the same few µs of stack on both: +30 %.
+    assert unit == "ratio" and 1.25 < lo <= hi < 1.35, comparison
