@@ -75,3 +75,43 @@ def test_a_baseline_then_an_unchanged_and_a_slower_run(tmp_path: Path) -> None:
     lo, hi, unit = comparison["change"]
     # 65 ms against 50 ms one way, plus the same few µs of stack on both: +30 %.
     assert unit == "ratio" and 1.25 < lo <= hi < 1.35, comparison
+
+
+def test_a_regression_check_in_the_scenario_file(tmp_path: Path) -> None:
+    """The same gate from the scenario file: `type: regression` with `fidelnet test
+    --baseline DIR`; refused before anything is built without one."""
+    from fidelnet.report.junit import parse_junit
+
+    check = "  - {type: regression, traffic: load, metric: p50, tolerance: 10%}\n"
+    same = tmp_path / "same.yaml"
+    same.write_text((DATA / "gate.yaml").read_text() + check)
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(same.read_text().replace("delay: 50ms", "delay: 65ms"))
+    refused = _fidelnet("test", str(same), "--out", str(tmp_path / "refused"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--baseline: regression checks need one (gate: regression-p50-load)" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    counter = iter(range(100))
+
+    def measure(scenario: Path) -> tuple[int, str, str]:
+        i = next(counter)
+        base = tmp_path / f"baseline-{i}"
+        _run(DATA / "gate.yaml", tmp_path / f"base-out-{i}", "--save-baseline", str(base))
+        out = tmp_path / f"out-{i}"
+        done = _fidelnet("test", str(scenario), "--out", str(out), "--baseline", str(base))
+        (suite,) = parse_junit(out / "junit.xml")
+        (outcome,) = [c for c in suite.checks if c.name == "regression-p50-load"]
+        return done.returncode, outcome.status, outcome.message + " " + outcome.measured
+
+    def wants(code: int, status: str) -> object:
+        def miss(got: tuple[int, str, str]) -> str | None:
+            if got[:2] == (code, status):
+                return None
+            # Skipped (inconclusive: an untrusted run) and exit 0: measure again.
+            assert got[:2] == (0, "skipped"), got
+            return got[2]
+
+        return miss
+
+    precise(lambda: measure(same), wants(0, "passed"))
+    precise(lambda: measure(slow), wants(1, "failed"))

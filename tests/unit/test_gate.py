@@ -164,3 +164,26 @@ def test_a_baseline_never_overwrites_a_directory_that_is_not_one(tmp_path: Path)
     with pytest.raises(baseline.BaselineError, match="not empty and not a baseline"):
         baseline.save(_results(tmp_path, 10e6, 1), other)
     assert (other / "notes.txt").read_text() == "mine"
+
+
+GATE_YAML = (Path(__file__).parents[1] / "scenarios" / "data" / "gate.yaml").read_text()
+
+
+def test_a_regression_check_is_read_and_fits_its_metrics_traffic() -> None:
+    from fidelnet.scenario import ScenarioError
+    from fidelnet.scenario.load import loads
+    from fidelnet.scenario.model import RegressionCheck
+
+    text = GATE_YAML.replace(
+        "  - {type: loss, traffic: load, max: 1%}",
+        "  - {type: regression, traffic: load, metric: p99, tolerance: 5%}",
+    )
+    (check,) = loads(text).checks
+    assert isinstance(check, RegressionCheck) and check.key == "regression-p99-load"
+    assert check.tolerance_value == 5.0
+    with pytest.raises(ScenarioError) as info:
+        loads(text.replace("metric: p99", "metric: ndr"))
+    (problem,) = info.value.problems
+    assert "a regression check needs zero_loss traffic; 'load' is pktgen" in str(problem)
+    with pytest.raises(ScenarioError):
+        loads(text.replace("metric: p99", "metric: p42"))

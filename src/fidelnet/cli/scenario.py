@@ -45,6 +45,27 @@ def _thresholds(path: Path | None, untrusted: str | None) -> Thresholds:
     return parse(values)
 
 
+def _check_baseline(scenarios: list[Any], baseline: Path | None) -> None:
+    """Before anything is built: regression checks need ``--baseline``, and it must
+    be a baseline."""
+    from fidelnet.gate.baseline import MANIFEST
+    from fidelnet.scenario.model import RegressionCheck
+
+    asking = [
+        f"{sc.name}: {c.key}" for sc in scenarios for c in sc.checks
+        if isinstance(c, RegressionCheck)
+    ]  # fmt: skip
+    if asking and baseline is None:
+        raise ValidationError(
+            "--baseline", f"regression checks need one ({', '.join(asking[:3])})", None
+        )
+    if baseline is not None and not (baseline / MANIFEST).is_file():
+        raise ValidationError(
+            "--baseline", f"not a baseline (no {MANIFEST}); make one with --save-baseline",
+            str(baseline),
+        )  # fmt: skip
+
+
 def _save_baseline(results: Path, dest: Path) -> None:
     """Keep ``results``' result files as a baseline (fidelnet.gate.baseline), saying
     how many and which of them a comparison will find untrusted."""
@@ -74,6 +95,7 @@ def _execute(
     thresholds: Thresholds = DEFAULT,
     strict: bool = False,
     save_baseline: Path | None = None,
+    baseline: Path | None = None,
 ) -> bool:
     from fidelnet.errors import CapacityError
     from fidelnet.scenario import capacity, default_scenario
@@ -81,6 +103,7 @@ def _execute(
 
     err = Console(stderr=True)
     scenarios = load_all(list(files)) if files else [default_scenario()]
+    _check_baseline(scenarios, baseline)
     findings = capacity.check(scenarios)
     for name, f in findings:
         click.echo(f"fidelnet: {'error' if strict else 'warning'}: {name}: {f.message}", err=True)
@@ -95,7 +118,9 @@ def _execute(
             status.update(message)
             err.print(f"[dim]*** {message}")
 
-        result = run_suite(scenarios, target, say=say, pcap=pcap, thresholds=thresholds)
+        result = run_suite(
+            scenarios, target, say=say, pcap=pcap, thresholds=thresholds, baseline=baseline
+        )
     if save_baseline is not None:
         _save_baseline(target, save_baseline)
     console = Console(width=max(Console().width, 120))
@@ -158,6 +183,12 @@ _STRICT = click.option(
     help="Refuse (exit 2, nothing built) a scenario that asks more than this machine's "
     "profile says it carries faithfully; without it, a warning.",
 )
+_BASELINE = click.option(
+    "--baseline",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The baseline that `regression` checks compare with (docs/regression.md).",
+)
 _SAVE_BASELINE = click.option(
     "--save-baseline",
     type=click.Path(file_okay=False, path_type=Path),
@@ -180,6 +211,7 @@ _UNTRUSTED = click.option(
 @_UNTRUSTED
 @_STRICT
 @_SAVE_BASELINE
+@_BASELINE
 def run(
     files: tuple[Path, ...],
     out: Path | None,
@@ -188,11 +220,12 @@ def run(
     untrusted: str | None,
     strict: bool,
     save_baseline: Path | None,
+    baseline: Path | None,
 ) -> None:
     """Run scenario FILES (default: the embedded 7-node line) and write their results,
     JUnit file and report. Exits 0 when they ran, whatever the checks said."""
     th = _thresholds(thresholds_file, untrusted)
-    _execute(files, out, "run", pcap, th, strict, save_baseline)
+    _execute(files, out, "run", pcap, th, strict, save_baseline, baseline)
 
 
 @click.command()
@@ -205,6 +238,7 @@ def run(
 @_UNTRUSTED
 @_STRICT
 @_SAVE_BASELINE
+@_BASELINE
 def test(
     files: tuple[Path, ...],
     out: Path | None,
@@ -213,9 +247,11 @@ def test(
     untrusted: str | None,
     strict: bool,
     save_baseline: Path | None,
+    baseline: Path | None,
 ) -> None:
     """Run scenario FILES as tests: exit 0 when every check passed, 1 otherwise.
     Every file is validated before anything is built (bad input: exit 2). A check on
     a measurement the run judged untrusted is inconclusive (an error) by default."""
     th = _thresholds(thresholds_file, untrusted)
-    sys.exit(0 if _execute(files, out, "test", pcap, th, strict, save_baseline) else 1)
+    ok = _execute(files, out, "test", pcap, th, strict, save_baseline, baseline)
+    sys.exit(0 if ok else 1)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from fidelnet.fidelity.bounds import latency_decided, loss_decided
 from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
@@ -34,7 +35,7 @@ from fidelnet.scenario import model as m
 if TYPE_CHECKING:
     from fidelnet.network import Network
 
-__all__ = ["PingResult", "TrafficFailure", "evaluate"]
+__all__ = ["Gate", "PingResult", "TrafficFailure", "evaluate"]
 
 
 @dataclass
@@ -303,17 +304,96 @@ def _command(net: Network, check: m.CommandCheck) -> CheckOutcome:
     return _outcome(check, got.ok, measured, ", ".join(expected) or "runs", tail, t0)
 
 
+def _regression(check: m.RegressionCheck, where: Gate | None) -> CheckOutcome:
+    """The traffic's saved result against the baseline's (fidelnet.gate): same or
+    improved passes, regressed fails, inconclusive is skipped with why."""
+    from fidelnet.gate.compare import compare, parse_metric
+    from fidelnet.measure.results import load_result
+
+    t0 = time.monotonic()
+    if where is None or where.baseline is None:
+        return CheckOutcome(
+            name=check.key, status="error", classname=check.type,
+            message="a regression check needs a baseline: fidelnet test --baseline DIR",
+        )  # fmt: skip
+    rel = f"{where.run_rel}/{check.traffic}.json"
+    base_file, now_file = where.baseline / rel, where.out / f"{check.traffic}.json"
+    if not base_file.is_file():
+        return CheckOutcome(
+            name=check.key, status="error", classname=check.type,
+            message=f"the baseline {where.baseline} has no {rel}: make it from this scenario "
+            "(fidelnet test ... --save-baseline DIR)",
+        )  # fmt: skip
+    tol = check.tolerance_value
+    metric = parse_metric(check.metric if tol is None else f"{check.metric}:{tol}")
+    (c,) = compare(rel, load_result(base_file), load_result(now_file), [metric])
+    expected = f"within {metric.describe()} of the baseline"
+
+    def value(iv: object) -> str:
+        v = getattr(iv, "value", None)
+        if v is None:
+            return "-"
+        if metric.name == "loss":
+            return _pct(v)
+        if metric.name == "ndr":
+            return f"{v / 1000:.1f} kpps"
+        if metric.name == "goodput":
+            return _rate(v)
+        return _ms(v)
+
+    measured = (
+        f"{metric.name} {value(c.current)} (baseline {value(c.baseline)}), "
+        f"change {c.change_text()}: {c.decision}"
+    )
+    status: Literal["passed", "failed", "skipped"] = "skipped"
+    if c.decision in ("same", "improved"):
+        status = "passed"
+    elif c.decision == "regressed":
+        status = "failed"
+    message = "inconclusive: " + "; ".join(c.reasons) if status == "skipped" else ""
+    return CheckOutcome(
+        name=check.key, status=status, measured=measured, expected=expected,
+        message=message, classname=check.type, seconds=time.monotonic() - t0,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Where a run's regression checks find their files: the baseline directory, this
+    run's results directory, and its path relative to the suite (``scenario/run-1``)."""
+
+    baseline: Path | None
+    out: Path
+    run_rel: str
+
+
 def evaluate(
     net: Network,
     checks: list[m.Check],
     measured: Mapping[str, Measured],
     thresholds: Thresholds = DEFAULT,
+    gate: Gate | None = None,
 ) -> list[CheckOutcome]:
     """One outcome per check, in file order, with its measurement's verdict."""
     out = []
     for check in checks:
         if isinstance(check, m.CommandCheck):
             out.append(_command(net, check))
+            continue
+        if isinstance(check, m.RegressionCheck):
+            ran = measured.get(check.traffic)
+            if isinstance(ran, TrafficFailure) or ran is None:
+                why = ran.message if isinstance(ran, TrafficFailure) else "it was not run"
+                out.append(
+                    CheckOutcome(
+                        name=check.key,
+                        status="error",
+                        classname=check.type,
+                        message=f"traffic {check.traffic!r} failed: {why}",
+                    )  # fmt: skip
+                )
+            else:
+                out.append(_regression(check, gate))
             continue
         got: Any = measured.get(check.traffic)
         if got is None:

@@ -40,6 +40,7 @@ from fidelnet.scenario.limits import MAX_CHECKS, MAX_SETUP, MAX_TRAFFIC
 from fidelnet.scenario.model_checks import (
     CHECK_TRAFFIC,
     CHECK_TYPES,
+    REGRESSION_TRAFFIC,
     Check,
     CommandCheck,
     GoodputCheck,
@@ -48,6 +49,7 @@ from fidelnet.scenario.model_checks import (
     LossCheck,
     OutageCheck,
     ReachabilityCheck,
+    RegressionCheck,
     ZeroLossRateCheck,
 )
 from fidelnet.scenario.model_events import ConditionModel, EventModel, event_problems
@@ -123,6 +125,7 @@ __all__ = [
     "RandomArgs",
     "RandomFlows",
     "ReachabilityCheck",
+    "RegressionCheck",
     "Routing",
     "RunStep",
     "Scenario",
@@ -355,6 +358,8 @@ def _check_target(
     if name not in traffic_types:
         return [_unknown((*path, "traffic"), name, list(traffic_types), "traffic")]
     needed = CHECK_TRAFFIC[check.type]
+    if isinstance(check, RegressionCheck):
+        needed = REGRESSION_TRAFFIC[check.metric]
     if traffic_types[name] != needed:
         fitting = tuple(n for n, t in traffic_types.items() if t == needed)
         return [

@@ -27,6 +27,7 @@ from fidelnet.topology.units import parse_duration, parse_percent, parse_rate
 __all__ = [
     "CHECK_TRAFFIC",
     "CHECK_TYPES",
+    "REGRESSION_TRAFFIC",
     "Check",
     "CommandCheck",
     "GoodputCheck",
@@ -35,6 +36,7 @@ __all__ = [
     "LossCheck",
     "OutageCheck",
     "ReachabilityCheck",
+    "RegressionCheck",
     "ZeroLossRateCheck",
 ]
 
@@ -209,6 +211,43 @@ class CommandCheck(_CheckBase):
         return parse_duration("interval", self.interval)
 
 
+REGRESSION_TRAFFIC: dict[str, str] = {
+    "p50": "pktgen",
+    "p90": "pktgen",
+    "p99": "pktgen",
+    "p99.9": "pktgen",
+    "p99.99": "pktgen",
+    "loss": "pktgen",
+    "ndr": "zero_loss",
+    "goodput": "iperf",
+}
+"""The traffic type each metric of a ``regression`` check needs."""
+
+
+class RegressionCheck(_CheckBase):
+    """A figure of a traffic compared with the same traffic of a baseline (``fidelnet
+    test --baseline DIR``; docs/regression.md): passes when the data show it the same
+    or better within the tolerance, fails when it regressed, and is skipped with the
+    reason when they cannot decide (an untrusted run, too few samples, an interval
+    across the tolerance)."""
+
+    type: Literal["regression"]
+    traffic: str
+    """A ``pktgen`` traffic (latency percentiles, loss), ``zero_loss`` (ndr) or
+    ``iperf`` (goodput)."""
+    metric: Literal["p50", "p90", "p99", "p99.9", "p99.99", "loss", "ndr", "goodput"]
+    tolerance: Percent | None = None
+    """The change allowed: a percentage of the baseline's value for percentiles, ndr
+    and goodput (default 10 %, 5 %, 5 %), percentage points for loss (default 0.5)."""
+
+    def default_name(self) -> str:
+        return f"regression-{self.metric}-{self.traffic}"
+
+    @property
+    def tolerance_value(self) -> float | None:
+        return None if self.tolerance is None else parse_percent("tolerance", self.tolerance)
+
+
 Check = Annotated[
     ReachabilityCheck
     | LossCheck
@@ -217,7 +256,8 @@ Check = Annotated[
     | JainCheck
     | ZeroLossRateCheck
     | OutageCheck
-    | CommandCheck,
+    | CommandCheck
+    | RegressionCheck,
     Field(discriminator="type"),
 ]
 """One check; ``type`` says which."""
@@ -230,6 +270,7 @@ CHECK_TYPES: tuple[str, ...] = (
     "zero_loss_rate",
     "outage",
     "command",
+    "regression",
 )
 CHECK_TRAFFIC: dict[str, str] = {
     "reachability": "ping",
@@ -239,5 +280,6 @@ CHECK_TRAFFIC: dict[str, str] = {
     "jain": "iperf",
     "zero_loss_rate": "zero_loss",
     "outage": "pktgen",
+    "regression": "pktgen",  # by its metric: REGRESSION_TRAFFIC
 }
 """The traffic type each traffic check needs."""

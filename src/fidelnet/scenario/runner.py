@@ -34,7 +34,7 @@ from fidelnet.measure.verdicts import use_thresholds
 from fidelnet.report.junit import CheckOutcome, SuiteOutcome
 from fidelnet.retry import try_until
 from fidelnet.scenario import model as m
-from fidelnet.scenario.checks import Measured, PingResult, TrafficFailure, evaluate
+from fidelnet.scenario.checks import Gate, Measured, PingResult, TrafficFailure, evaluate
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
@@ -287,6 +287,7 @@ def run_scenario(
     say: Say = lambda _m: None,
     pcap: bool = False,
     thresholds: Thresholds = DEFAULT,
+    baseline: Path | None = None,
 ) -> ScenarioRun:
     """One run on a fresh network. Setup failures and traffic failures become
     ``error`` outcomes of the checks they affect; the network is always torn down.
@@ -298,7 +299,8 @@ def run_scenario(
     say(f"{scenario.name}: building")
     created: list[Path] = []
     try:
-        _run_on_network(scenario, run, out, created, say, pcap, thresholds)
+        gate = Gate(baseline, out, f"{out.parent.name}/{out.name}")
+        _run_on_network(scenario, run, out, created, say, pcap, thresholds, gate)
     finally:
         _remove_created(created)  # after the network's processes are gone
     run.seconds = time.monotonic() - t0
@@ -313,6 +315,7 @@ def _run_on_network(
     say: Say,
     pcap: bool,
     thresholds: Thresholds,
+    gate: Gate,
 ) -> None:
     from fidelnet.network import Network
 
@@ -341,7 +344,7 @@ def _run_on_network(
                     (out / "ping").mkdir(exist_ok=True)
                     (out / "ping" / f"{item.name}.json").write_text(json.dumps(doc, indent=1))
             say(f"{scenario.name}: checks")
-            run.checks = evaluate(net, scenario.checks, run.measured, thresholds)
+            run.checks = evaluate(net, scenario.checks, run.measured, thresholds, gate)
         else:
             run.checks = [
                 CheckOutcome(name=c.key, status="error", message=run.setup_error, classname=c.type)

@@ -61,13 +61,18 @@ def run_suite(
     say: Callable[[str], None] = lambda _m: None,
     pcap: bool = False,
     thresholds: Thresholds = DEFAULT,
+    baseline: Path | None = None,
 ) -> SuiteResult:
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ScenarioRun] = []
     for sc in scenarios:
         for i in range(sc.repeat):
             d = out / sc.name / f"run-{i + 1}"
-            runs.append(run_scenario(sc, d, index=i, say=say, pcap=pcap, thresholds=thresholds))
+            runs.append(
+                run_scenario(
+                    sc, d, index=i, say=say, pcap=pcap, thresholds=thresholds, baseline=baseline
+                )
+            )
     repeats = {sc.name: sc.repeat for sc in scenarios}
     junit = write_junit(out / "junit.xml", [r.suite(repeats[r.scenario]) for r in runs])
     results = []
