@@ -10,7 +10,12 @@ of such a claim measures again, at most ``attempts`` times, and
 - fails when none did, and at least one of those ran on an undisturbed machine;
 - is skipped, saying so, when none did and every attempt ran while the hypervisor
   stole at least ``STEAL_PCT`` of the CPU time (the monitor's own threshold for a
-  degraded run): the claim could not be checked there, and is not counted as passed.
+  degraded run), or on a machine that never settled: the claim could not be checked
+  there, and is not counted as passed.
+
+Before each attempt it waits (at most ``SETTLE_S``) for the CPUs to be ``QUIET_IDLE``
+idle: the kernel may still be tearing down an earlier test's namespaces, and a
+precision claim is about a run that has the machine.
 
 Steal is counted by the kernel (``/proc/stat``), outside anything fidelnet measures,
 so a regression of fidelnet's own (a late engine) never turns into a skip. Every
@@ -29,6 +34,7 @@ still fails wherever the machine is quiet for one attempt.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -63,6 +69,33 @@ def _cpu_ticks() -> tuple[int, int]:
     return steal, sum(fields[:8])
 
 
+QUIET_IDLE = 0.9
+"""Idle share of the CPUs over half a second at which the machine has settled."""
+SETTLE_S = 20.0
+
+
+def _idle_ticks() -> tuple[int, int]:
+    """(idle + iowait, total) jiffies of every CPU since boot."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])
+
+
+def settle(limit_s: float = SETTLE_S) -> bool:
+    """Wait until the CPUs are at least ``QUIET_IDLE`` idle over half a second (the
+    kernel still tearing down an earlier test's namespaces, a daemon exiting), at most
+    ``limit_s``; whether they got there."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        i0, t0 = _idle_ticks()
+        time.sleep(0.5)
+        i1, t1 = _idle_ticks()
+        if (i1 - i0) / max(1, t1 - t0) >= QUIET_IDLE:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
 def precise(
     measure: Callable[[], T], miss: Callable[[T], str | None], attempts: int = ATTEMPTS
 ) -> T:
@@ -71,19 +104,22 @@ def precise(
     missed: list[str] = []
     quiet = 0
     for i in range(1, attempts + 1):
+        settled = settle()
         s0, t0 = _cpu_ticks()
         got = measure()
         s1, t1 = _cpu_ticks()
         steal = 100.0 * (s1 - s0) / max(1, t1 - t0)
         why = miss(got)
-        print(f"attempt {i}: {'met' if why is None else why} (steal {steal:.1f} %)")
+        busy = "" if settled else f", the CPUs not {QUIET_IDLE:.0%} idle within {SETTLE_S:g} s"
+        print(f"attempt {i}: {'met' if why is None else why} (steal {steal:.1f} %{busy})")
         if why is None:
             return got
-        quiet += steal < STEAL_PCT
-        missed.append(f"attempt {i} (steal {steal:.1f} %): {why}")
+        quiet += steal < STEAL_PCT and settled
+        missed.append(f"attempt {i} (steal {steal:.1f} %{busy}): {why}")
     if not quiet:
         pytest.skip(
-            f"the claim could not be checked: the hypervisor stole {STEAL_PCT:g} % of the "
-            "CPU time or more in every attempt:\n" + "\n".join(missed)
+            f"the claim could not be checked: in every attempt the hypervisor stole "
+            f"{STEAL_PCT:g} % of the CPU time or more, or the machine never settled "
+            "before it:\n" + "\n".join(missed)
         )
     raise AssertionError("the claim was missed every time:\n" + "\n".join(missed))

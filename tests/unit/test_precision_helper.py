@@ -22,9 +22,10 @@ def _ticks(steal_pcts: list[float]) -> Iterator[tuple[int, int]]:
         yield steal, total
 
 
-def _with_steal(monkeypatch: pytest.MonkeyPatch, pcts: list[float]) -> None:
+def _with_steal(monkeypatch: pytest.MonkeyPatch, pcts: list[float], settled: bool = True) -> None:
     it = _ticks(pcts)
     monkeypatch.setattr(_precision, "_cpu_ticks", lambda: next(it))
+    monkeypatch.setattr(_precision, "settle", lambda: settled)
 
 
 def test_met_on_a_later_attempt_returns_that_result(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,3 +57,21 @@ def test_a_firm_property_is_never_retried(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(AssertionError, match="lost a packet"):
         _precision.precise(measure, lambda x: None)
     assert len(calls) == 1
+
+
+def test_a_machine_that_never_settled_counts_as_disturbed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _with_steal(monkeypatch, [0.0, 0.0, 0.0], settled=False)
+    with pytest.raises(pytest.skip.Exception, match="never settled"):
+        _precision.precise(lambda: 1, lambda x: "low")
+
+
+def test_settle_returns_once_the_cpus_are_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    idle = iter([(0, 0), (95, 100), (95, 100), (100, 200)])
+    monkeypatch.setattr(_precision, "_idle_ticks", lambda: next(idle))
+    monkeypatch.setattr(_precision.time, "sleep", lambda _s: None)
+    assert _precision.settle(limit_s=0.0) is True
+    busy = iter([(0, 0), (10, 100)])
+    monkeypatch.setattr(_precision, "_idle_ticks", lambda: next(busy))
+    assert _precision.settle(limit_s=0.0) is False
