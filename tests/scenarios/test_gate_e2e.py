@@ -107,9 +107,11 @@ def test_a_regression_check_in_the_scenario_file(tmp_path: Path) -> None:
         def miss(got: tuple[int, str, str]) -> str | None:
             if got[:2] == (code, status):
                 return None
-            # Skipped (inconclusive: an untrusted run) and exit 0: measure again.
-            assert got[:2] == (0, "skipped"), got
-            return got[2]
+            # Inconclusive (an untrusted run): the regression check skipped, or the
+            # scenario's other check made inconclusive (exit 1): measure again. A
+            # decision the other way is a failure at once.
+            assert got[1] in (status, "skipped"), got
+            return f"exit {got[0]}, {got[1]}: {got[2]}"
 
         return miss
 
