@@ -21,6 +21,16 @@ Steal is counted by the kernel (``/proc/stat``), outside anything fidelnet measu
 so a regression of fidelnet's own (a late engine) never turns into a skip. Every
 attempt's figures and steal are printed, and given in the failure message.
 
+Steal is counted in 10 ms ticks and averaged over the attempt, so it misses the
+disturbance a millisecond claim is most sensitive to: one late wake-up. On the VMs
+CI runs on, a thread whose timer expires is run up to 10-20 ms late about once a
+second per core (a timer probe at SCHED_FIFO on an idle machine), while the
+average steal stays under 1 %. A test whose measurement records that disturbance
+itself, measured against the instant the timer was armed for (the link engine's
+``engine_woken_late``), passes ``disturbed``: an attempt it names is not counted as
+undisturbed. A defect of the engine's own (a late release the machine did not
+cause) is never named there, so it still fails.
+
 Properties no load may break (nothing earlier than the model, nothing lost, nothing
 left behind) are asserted inside ``measure`` on every attempt: they are never retried.
 
@@ -97,10 +107,15 @@ def settle(limit_s: float = SETTLE_S) -> bool:
 
 
 def precise(
-    measure: Callable[[], T], miss: Callable[[T], str | None], attempts: int = ATTEMPTS
+    measure: Callable[[], T],
+    miss: Callable[[T], str | None],
+    attempts: int = ATTEMPTS,
+    disturbed: Callable[[T], str | None] | None = None,
 ) -> T:
     """Run ``measure`` until ``miss`` (None when the claim holds, else what missed)
-    passes, at most ``attempts`` times; the result that met the claim."""
+    passes, at most ``attempts`` times; the result that met the claim.
+    ``disturbed`` (None, or what disturbed the attempt) names a disturbance the
+    measurement itself recorded, beside steal."""
     missed: list[str] = []
     quiet = 0
     for i in range(1, attempts + 1):
@@ -111,15 +126,18 @@ def precise(
         steal = 100.0 * (s1 - s0) / max(1, t1 - t0)
         why = miss(got)
         busy = "" if settled else f", the CPUs not {QUIET_IDLE:.0%} idle within {SETTLE_S:g} s"
+        seen = disturbed(got) if disturbed is not None and why is not None else None
+        busy += f", disturbed: {seen}" if seen else ""
         print(f"attempt {i}: {'met' if why is None else why} (steal {steal:.1f} %{busy})")
         if why is None:
             return got
-        quiet += steal < STEAL_PCT and settled
+        quiet += steal < STEAL_PCT and settled and not seen
         missed.append(f"attempt {i} (steal {steal:.1f} %{busy}): {why}")
     if not quiet:
         pytest.skip(
             f"the claim could not be checked: in every attempt the hypervisor stole "
-            f"{STEAL_PCT:g} % of the CPU time or more, or the machine never settled "
-            "before it:\n" + "\n".join(missed)
+            f"{STEAL_PCT:g} % of the CPU time or more, the machine never settled "
+            "before it, or the measurement recorded a disturbance of the machine's:\n"
+            + "\n".join(missed)
         )
     raise AssertionError("the claim was missed every time:\n" + "\n".join(missed))

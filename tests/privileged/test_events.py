@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from _precision import precise
 from fidelnet import Network
 from fidelnet.errors import ValidationError
 from fidelnet.events import Condition, Event, Timeline
 from fidelnet.measure.packets import udp
+from fidelnet.measure.results import EventRecord
 from fidelnet.topology import LinkSpec, NodeSpec, TopologySpec
 
 pytestmark = pytest.mark.privileged
@@ -37,45 +39,71 @@ def _spec(engine: bool) -> TopologySpec:
     return t
 
 
-def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
+def _flap() -> tuple[EventRecord, EventRecord]:
+    """One 2 s flap of an engine link under 10 kpps, with what must hold on every
+    run, however busy the machine (the precision of the outage is judged apart)."""
     with Network(_spec(engine=True)) as net:
         flap = Event(at=1.0, action="flap", link=("s1", "h2"), duration=2.0, name="cut")
         res = udp(net, "h1", "h2", RATE, duration=4.0, events=[flap], monitor=False)
-        down, up = res.events
-        assert (down.name, down.action, up.action) == ("cut:down", "down", "up")
-        assert down.error is None and up.error is None
-        assert down.at_s == pytest.approx(1.0) and up.at_s == pytest.approx(3.0)
-        assert 0 <= down.late_s < 0.005 and 0 <= up.late_s < 0.005
-        # The engine was told ahead and cut and restored the path at the planned
-        # instants themselves: the truth is exactly 2 s.
-        assert down.exact and up.exact
-        assert down.effective_s is not None and up.effective_s is not None
-        truth = up.effective_s - down.effective_s
-        assert truth == pytest.approx(2.0, abs=1e-6)
-        # The outage told from the packets: 2 s to 0.1 ms (issue 15's target; how
-        # close run after run is bench/events_precision.py: within 5 us).
+    down, up = res.events
+    assert (down.name, down.action, up.action) == ("cut:down", "down", "up")
+    assert down.error is None and up.error is None
+    assert down.at_s == pytest.approx(1.0) and up.at_s == pytest.approx(3.0)
+    # The engine was told ahead and cut and restored the path at the planned
+    # instants themselves: the truth is exactly 2 s.
+    assert down.exact and up.exact
+    assert down.effective_s is not None and up.effective_s is not None
+    assert up.effective_s - down.effective_s == pytest.approx(2.0, abs=1e-6)
+    assert down.outage_s is not None and down.recovered and down.lost is not None
+    # The outage is told from send times: to one packet interval, and a sender
+    # behind its schedule at either end moves that end by as much.
+    behind_s = res.behind_max_ns / 1e9
+    assert abs(down.outage_s - 2.0) <= GAP_S + behind_s + 1e-6, (down.outage_s, behind_s)
+    # Packets due in the cut were lost; a sender that fell behind its schedule
+    # (a busy machine) sent some due before it inside it, or some due inside it
+    # after: by at most the span it was behind.
+    assert abs(down.lost - 2.0 * RATE) <= 1 + behind_s * RATE, (down.lost, behind_s)
+    assert len(res.outages) == 1 and res.outages[0].lost == down.lost
+    assert res.lost == down.lost  # nothing else was lost
+    return down, up
+
+
+def test_an_engine_link_flap_is_measured_to_one_packet_interval() -> None:
+    # The outage told from the packets: 2 s to 0.1 ms (issue 15's target; how close
+    # run after run is bench/events_precision.py: within 5 us), and the timeline
+    # thread on time to 5 ms: precision claims (tests/_precision.py).
+    def miss(got: tuple[EventRecord, EventRecord]) -> str | None:
+        down, up = got
         assert down.outage_s is not None
-        assert abs(down.outage_s - 2.0) <= 1e-4, down.outage_s
-        assert down.recovered and down.lost is not None
-        # Packets due in the cut were lost; a sender that fell behind its schedule
-        # (a busy machine) sent some due before it inside it, or some due inside it
-        # after: by at most the span it was behind.
-        assert abs(down.lost - 2.0 * RATE) <= 1 + res.behind_max_ns * RATE / 1e9, (
-            down.lost,
-            res.behind_max_ns,
-        )
-        assert len(res.outages) == 1 and res.outages[0].lost == down.lost
-        assert res.lost == down.lost  # nothing else was lost
+        if abs(down.outage_s - 2.0) > GAP_S:
+            return f"outage {down.outage_s:.7f} s, not 2 s to {GAP_S * 1e3:g} ms"
+        if not (0 <= down.late_s < 0.005 and 0 <= up.late_s < 0.005):
+            return f"events applied {down.late_s * 1e3:.2f} / {up.late_s * 1e3:.2f} ms late"
+        return None
+
+    precise(_flap, miss)
 
 
-def test_a_link_that_stays_down_is_an_outage_that_did_not_recover() -> None:
+def _down_for_good() -> EventRecord:
     with Network(_spec(engine=False)) as net:
         cut = Event(at=0.5, action="down", link=("h2", "s1"))
         res = udp(net, "h1", "h2", RATE, duration=1.5, events=[cut], monitor=False)
-        (ev,) = res.events
-        assert ev.error is None and ev.recovered is False
-        assert ev.outage_s is not None and abs(ev.outage_s - 1.0) < 0.01
-        assert ev.lost is not None and abs(ev.lost - RATE) <= 20
+    (ev,) = res.events
+    assert ev.error is None and ev.recovered is False
+    assert ev.outage_s is not None and ev.lost is not None
+    return ev
+
+
+def test_a_link_that_stays_down_is_an_outage_that_did_not_recover() -> None:
+    # Not the engine: the link is taken down by netlink from the timeline thread,
+    # when it wakes up; to 10 ms and 20 packets (a precision claim).
+    def miss(ev: EventRecord) -> str | None:
+        assert ev.outage_s is not None and ev.lost is not None
+        if abs(ev.outage_s - 1.0) >= 0.01 or abs(ev.lost - RATE) > 20:
+            return f"outage {ev.outage_s:.4f} s with {ev.lost} lost, not 1 s and {RATE}"
+        return None
+
+    precise(_down_for_good, miss)
 
 
 def test_bad_events_are_refused_before_anything_happens() -> None:

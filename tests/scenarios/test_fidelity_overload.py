@@ -8,6 +8,7 @@ import pytest
 
 from _precision import precise
 from fidelnet.bench.overload import CASES, Case, run_case
+from fidelnet.fidelity.verdict import Verdict
 
 pytestmark = pytest.mark.privileged
 
@@ -19,15 +20,33 @@ def test_overload_is_flagged(case: Case) -> None:
     assert out.summary.startswith(out.level)
 
 
+def _woken_late(v: Verdict) -> str | None:
+    """What the run's own record says the machine did, when that accounts for every
+    reason the verdict is not trusted: the engine's timer wake-ups were late by as
+    much as its releases (see fidelnet.fidelity.judge, ``engine_woken_late``)."""
+    note = next((r for r in v.reasons if r.code == "engine_woken_late"), None)
+    problems = v.problems()
+    if note is None or not all(
+        r.code == "engine_late" and "after its timer" in r.message for r in problems
+    ):
+        return None
+    return note.message
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if not c.overload], ids=lambda c: c.name)
 def test_clean_run_is_trusted(case: Case) -> None:
     # A clean run on a shared VM can meet a real stall (steal, a neighbour), which the
     # monitor rightly reports; the benchmark counts those as false alarms. The claim
     # is that a clean run on a machine that gives it its cores is trusted: measured up
-    # to three times (tests/_precision.py).
+    # to three times (tests/_precision.py). The 10 ms engine link is sensitive to a
+    # single late timer interrupt, which the CI VMs deliver up to 12 ms late about
+    # once a second: an attempt whose record shows the engine woken that late is
+    # disturbed (not counted for or against), and five attempts are allowed.
     precise(
-        lambda: run_case(case, duration=1.5),
-        lambda out: None if out.level == "trusted" else f"{case.name}: {out.summary}",
+        lambda: case.run(1.5),
+        lambda v: None if v.level == "trusted" else f"{case.name}: {v.summary(3)}",
+        attempts=5 if case.name == "clean-engine" else 3,
+        disturbed=_woken_late,
     )
 
 

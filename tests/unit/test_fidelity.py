@@ -12,8 +12,9 @@ import pytest
 
 from fidelnet.errors import ValidationError
 from fidelnet.fidelity import profile as prof
+from fidelnet.fidelity.engine_seen import lateness_delta
+from fidelnet.fidelity.engine_seen import percentile as _percentile
 from fidelnet.fidelity.judge import Observation, judge
-from fidelnet.fidelity.monitor import _percentile, lateness_delta
 from fidelnet.fidelity.record import (
     CoreSeries,
     CpuSeries,
@@ -532,7 +533,7 @@ def test_engine_demotions_in_the_window_are_recorded() -> None:
 
 
 def test_no_demotion_no_note() -> None:
-    from fidelnet.fidelity.monitor import _demotions
+    from fidelnet.fidelity.engine_seen import demotions as _demotions
 
     assert _demotions({}, {}) == (0, 0.0)
     same = {"demotions": 1, "demoted_ns": 5}
@@ -651,3 +652,56 @@ def test_monitor_records_vm_nodes_and_their_busiest_vcpu() -> None:
     (vm,) = mon.record().vms
     assert vm.name == "h1" and vm.accel == "tcg" and vm.clock_uncertainty_ns == 90_000
     assert vm.vcpu_busy_pct is not None and vm.vcpu_busy_pct > 50
+
+
+def _wake_hdr(values: list[int], h: object | None = None) -> tuple[object, str]:
+    from hdrh.histogram import HdrHistogram
+
+    hist = h if h is not None else HdrHistogram(1, 10_000_000_000, 2)
+    for v in values:
+        hist.record_value(v)  # type: ignore[attr-defined]
+    return hist, hist.encode().decode()  # type: ignore[attr-defined]
+
+
+def test_engine_wake_ups_of_the_window_alone_over_every_loop() -> None:
+    from fidelnet.fidelity.engine_seen import wake_ups
+
+    h0, a0 = _wake_hdr([30_000] * 10 + [20_000_000])  # a 20 ms wake-up before the window
+    _h0, b0 = _wake_hdr([40_000] * 5, h0)
+    h1, a1 = _wake_hdr([30_000])
+    _h1, b1 = _wake_hdr([6_000_000], h1)
+    before = {"loops": [{"wake_late_hdr": a0}, {"wake_late_hdr": a1}]}
+    after = {"loops": [{"wake_late_hdr": b0}, {"wake_late_hdr": b1}]}
+    w = wake_ups(before, after)
+    assert w is not None and w.count == 6
+    assert w.max_ns == pytest.approx(6_000_000, rel=0.01)
+    assert w.p50_ns == pytest.approx(40_000, rel=0.01)
+    # One loop: the report itself; an engine that does not export them: None.
+    one = wake_ups({"wake_late_hdr": a0}, {"wake_late_hdr": b0})
+    assert one is not None and one.count == 5
+    assert wake_ups({}, {"turns": 3}) is None
+
+
+def test_late_releases_the_machine_caused_are_told_from_the_engines_own() -> None:
+    from fidelnet.fidelity.record import EngineWake
+
+    late = _engine(0.010, 9_400_000)  # p99.9 9.4 ms on a 10 ms link
+    woken = EngineWake(count=1500, p50_ns=40_000, p99_ns=90_000, max_ns=10_600_000)
+    v = judge(UDP, _record(engine=[late], engine_wake=woken))
+    # The level stands: the numbers are wrong whoever delayed them.
+    assert v.level == "untrusted"
+    first = v.reasons[0]
+    assert first.code == "engine_late"
+    assert "the kernel ran the engine up to 10.6 ms after its timer" in first.message
+    note = next(r for r in v.reasons if r.code == "engine_woken_late")
+    assert note.level == "trusted" and "h1:h1-eth0 ab" in note.message
+    assert note.value == 10_600_000
+    # Wake-ups on time: the lateness is the engine's own, and nothing excuses it.
+    prompt = EngineWake(count=1500, p50_ns=40_000, p99_ns=90_000, max_ns=300_000)
+    v = judge(UDP, _record(engine=[late], engine_wake=prompt))
+    assert v.level == "untrusted"
+    assert "after its timer" not in v.reasons[0].message
+    assert not any(r.code == "engine_woken_late" for r in v.reasons)
+    # A trusted direction needs no note.
+    v = judge(UDP, _record(engine=[_engine(0.010, 200_000)], engine_wake=woken))
+    assert v.level == "trusted" and not v.reasons

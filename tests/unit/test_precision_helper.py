@@ -75,3 +75,17 @@ def test_settle_returns_once_the_cpus_are_idle(monkeypatch: pytest.MonkeyPatch) 
     busy = iter([(0, 0), (10, 100)])
     monkeypatch.setattr(_precision, "_idle_ticks", lambda: next(busy))
     assert _precision.settle(limit_s=0.0) is False
+
+
+def test_a_disturbance_the_measurement_recorded_is_not_an_undisturbed_miss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No steal at all, but every attempt's own record names the machine's delay.
+    _with_steal(monkeypatch, [0.0, 0.0, 0.0])
+    with pytest.raises(pytest.skip.Exception, match="disturbed: woken 11 ms late"):
+        _precision.precise(lambda: 1, lambda x: "late", disturbed=lambda x: "woken 11 ms late")
+    # One attempt the record does not excuse: the miss is the code's, and fails.
+    _with_steal(monkeypatch, [0.0, 0.0, 0.0])
+    said = iter(["woken 11 ms late", None, "woken 9 ms late"])
+    with pytest.raises(AssertionError, match="missed every time"):
+        _precision.precise(lambda: 1, lambda x: "late", disturbed=lambda x: next(said))

@@ -241,7 +241,7 @@ impl Recorder {
                 samples: self.samples,
             },
             lateness,
-            lateness_hdr: encode(&self.lateness),
+            lateness_hdr: encode_hdr(&self.lateness),
             sojourn,
         }
     }
@@ -256,8 +256,9 @@ fn record(h: &mut Histogram<u64>, v: u64) {
     }
 }
 
-/// `h` in HdrHistogram V2 + DEFLATE format, base64.
-fn encode(h: &Histogram<u64>) -> String {
+/// `h` in HdrHistogram V2 + DEFLATE format, base64 (how every histogram the
+/// engine exports is written; Python's `hdrh` decodes it).
+pub fn encode_hdr(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)

@@ -188,6 +188,9 @@ impl Timing {
                 "p999_ns": q(0.999),
                 "max_ns": self.wake_late.max(),
             },
+            // The whole histogram, so that a reader can take the difference
+            // of two reports: the wake-ups of a window alone.
+            "wake_late_hdr": link_core::stats::encode_hdr(&self.wake_late),
         })
     }
 }
@@ -265,5 +268,6 @@ mod tests {
         assert_eq!(r["timer_wakeups"], 1);
         let p50 = r["wake_late"]["p50_ns"].as_u64().unwrap();
         assert!((29 * US..=31 * US).contains(&p50), "{p50}");
+        assert!(r["wake_late_hdr"].as_str().is_some_and(|s| s.len() > 10), "{r}");
     }
 }

@@ -44,6 +44,9 @@ class Outcome:
     level: str
     summary: str
     overhead_pct_core: float
+    # The run's own record accounts for the flag: the kernel ran the link engine as
+    # late after its timer as the engine released packets (reason engine_woken_late).
+    woken_late: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -156,4 +159,5 @@ CASES: list[Case] = [
 
 def run_case(case: Case, duration: float = 2.0) -> Outcome:
     v = case.run(duration)
-    return Outcome(case.name, case.overload, v.level, v.summary(3), 0.0)
+    woken = any(r.code == "engine_woken_late" for r in v.reasons)
+    return Outcome(case.name, case.overload, v.level, v.summary(3), 0.0, woken)

@@ -13,6 +13,8 @@ cpu_saturated       no core had idle time for a share of the traffic window
 cpu_pressure        runnable tasks waited for a CPU (PSI) a share of the window
 steal               the hypervisor took CPU time from this machine
 engine_late         linkd released packets late, relative to the link's delay
+engine_woken_late   (a note) the kernel ran linkd late after its timer: the machine's
+                    delay accounts for the engine_late directions it names
 engine_unexplained  linkd dropped packets its model did not ask for
 node_throttled      a CPU-limited node hit its limit in a share of its periods
 kernel_drops        the kernel dropped packets on the path (backlog, qdisc)
@@ -161,25 +163,43 @@ def _cpu(rec: MonitorRecord, obs: Observation, th: Thresholds) -> Iterator[Reaso
                 )
 
 
+WOKEN_SLACK_NS = 200_000
+"""A timer wake-up ``W`` late accounts for a departure released up to ``W`` plus this
+late: the spin lead is tens of µs, the work done ahead of a departure in the same
+turn well under this."""
+
+
 def _engine(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
+    wake = rec.engine_wake
+    woken: list[str] = []
     for e in rec.engine:
         if e.packets <= 0:
             continue
         late = e.lateness_p999_ns
         where = f"{e.link} {e.direction}"
+        # Whose delay it was: a departure cannot leave before the loop runs, and a
+        # loop woken W after its timer released its due departures about W late.
+        by_machine = wake is not None and wake.max_ns + WOKEN_SLACK_NS >= late
+        cause = (
+            f"; the kernel ran the engine up to {_fmt_ns(wake.max_ns)} after its timer "
+            "(the machine's delay, not the engine's)"
+            if by_machine and wake is not None
+            else ""
+        )
         if e.delay_s > 0:
             pct = 100 * late / (e.delay_s * 1e9)
             level = _level(
                 pct, th.lateness_degraded_pct_of_delay, th.lateness_untrusted_pct_of_delay
             )
             if level != "trusted":
+                woken += [where] if by_machine else []
                 yield Reason(
                     code="engine_late",
                     level=level,
                     message=(
                         f"engine released packets up to {_fmt_ns(e.lateness_max_ns)} late on "
                         f"a {_fmt_ns(e.delay_s * 1e9)} link ({where}; p99.9 "
-                        f"{_fmt_ns(late)}: {pct:.0f} % of the delay)"
+                        f"{_fmt_ns(late)}: {pct:.0f} % of the delay){cause}"
                     ),
                     value=round(pct, 1),
                     threshold=th.lateness_degraded_pct_of_delay
@@ -191,12 +211,13 @@ def _engine(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
         else:
             level = _level(late, th.lateness_degraded_ns, th.lateness_untrusted_ns)
             if level != "trusted":
+                woken += [where] if by_machine else []
                 yield Reason(
                     code="engine_late",
                     level=level,
                     message=(
                         f"engine released packets up to {_fmt_ns(e.lateness_max_ns)} late "
-                        f"({where}, p99.9 {_fmt_ns(late)}, no delay configured)"
+                        f"({where}, p99.9 {_fmt_ns(late)}, no delay configured){cause}"
                     ),
                     value=float(late),
                     threshold=float(
@@ -205,6 +226,21 @@ def _engine(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
                     unit="ns",
                     source="engine",
                 )
+    if woken and wake is not None:
+        # A note for scripts: every late direction named here is accounted for by
+        # the machine's wake-up delay (the levels above stand: the numbers are off).
+        yield Reason(
+            code="engine_woken_late",
+            level="trusted",
+            message=(
+                f"the kernel ran the link engine up to {_fmt_ns(wake.max_ns)} after its "
+                f"timer ({wake.count} wake-ups, p99 {_fmt_ns(wake.p99_ns)}): enough to "
+                f"explain the late releases on {', '.join(woken)}"
+            ),
+            value=float(wake.max_ns),
+            unit="ns",
+            source="engine",
+        )
 
 
 def _throttle(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:

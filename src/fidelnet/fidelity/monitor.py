@@ -33,10 +33,12 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fidelnet.fidelity import engine_seen
+from fidelnet.fidelity.engine_seen import lateness_delta
 from fidelnet.fidelity.record import (
     CoreSeries,
     CpuSeries,
@@ -75,63 +77,12 @@ def watching(net: Network | None) -> Iterator[Monitor]:
         mon.stop()
 
 
-def _decode_counts(b64: str) -> dict[int, int]:
-    """Value -> count of an HdrHistogram V2 (deflate, base64), as linkd exports it."""
-    if not b64:
-        return {}
-    from hdrh.histogram import HdrHistogram
-
-    try:
-        h = HdrHistogram.decode(b64)
-    except Exception:
-        return {}
-    out: dict[int, int] = {}
-    for item in h.get_recorded_iterator():
-        out[int(item.value_iterated_to)] = int(item.count_at_value_iterated_to)
-    return out
-
-
-def lateness_delta(before: str, after: str) -> list[tuple[int, int]]:
-    """(value_ns, count) pairs recorded between two snapshots of the same cumulative
-    histogram, sorted by value."""
-    a = _decode_counts(before)
-    b = _decode_counts(after)
-    out = []
-    for v, n in b.items():
-        d = n - a.get(v, 0)
-        if d > 0:
-            out.append((v, d))
-    return sorted(out)
-
-
-def _percentile(pairs: Sequence[tuple[int, int]], q: float) -> int:
-    total = sum(n for _v, n in pairs)
-    if total == 0:
-        return 0
-    rank = max(1, math.ceil(total * q / 100))
-    seen = 0
-    for v, n in pairs:
-        seen += n
-        if seen >= rank:
-            return v
-    return pairs[-1][0]
-
-
-def _demotions(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, float]:
-    """The engine's departures from SCHED_FIFO between two ``realtime`` reports, and
-    the seconds spent demoted."""
-    if not b:
-        return 0, 0.0
-    n = int(b.get("demotions", 0)) - int(a.get("demotions", 0))
-    ns = int(b.get("demoted_ns", 0)) - int(a.get("demoted_ns", 0))
-    return max(0, n), round(max(0, ns) / 1e9, 4)
-
-
 @dataclass
 class _Snapshot:
     t: float
     engine: dict[str, Any] = field(default_factory=dict)
     realtime: dict[str, Any] = field(default_factory=dict)
+    loops: dict[str, Any] = field(default_factory=dict)  # linkd's "engine" report
     cgroups: dict[str, cgroups.CpuStat] = field(default_factory=dict)
     drops: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
     vcpus: dict[tuple[str, int], float] = field(default_factory=dict)  # (node, tid) -> s
@@ -260,8 +211,11 @@ class Monitor:
                     self.notes.append(release)
                 try:
                     snap.engine = engine.stats()
-                    realtime = getattr(engine, "realtime", None)
-                    if realtime is not None:
+                    loop_stats = getattr(engine, "loop_stats", None)
+                    if loop_stats is not None:
+                        snap.loops = loop_stats()
+                        snap.realtime = snap.loops.get("realtime", {})
+                    elif (realtime := getattr(engine, "realtime", None)) is not None:
                         snap.realtime = realtime()
                 except Exception as exc:
                     self.notes.append(f"engine stats unavailable: {exc}")
@@ -425,54 +379,20 @@ class Monitor:
         return out
 
     def _engine(self, a: _Snapshot, b: _Snapshot) -> list[EngineDirection]:
-        out = []
-        delays: dict[str, tuple[float, float, int | None, int | None]] = {}
-        info: tuple[float, float, int | None, int | None]
+        info: dict[str, engine_seen.LinkInfo] = {}
         if self.net is not None:
             for link in self.net.links:
                 name = getattr(link.driver, "name", None)
                 if name is None:
                     continue
                 ab, ba = link.params("ab"), link.params("ba")
-                delays[name] = (
+                info[name] = (
                     ab.delay or 0.0,
                     ba.delay or 0.0,
                     ab.max_queue_size,
                     ba.max_queue_size,
                 )
-        for name, after in sorted(b.engine.items()):
-            before = a.engine.get(name, {})
-            for d in ("ab", "ba"):
-                sa, sb = before.get(d, {}), after.get(d, {})
-                if not sb:
-                    continue
-                pairs = lateness_delta(sa.get("lateness_hdr", ""), sb.get("lateness_hdr", ""))
-                packets = int(sb.get("tx_packets", 0)) - int(sa.get("tx_packets", 0))
-                if packets <= 0 and not pairs:
-                    continue
-                da, db = sa.get("drops", {}), sb.get("drops", {})
-                info = delays.get(name, (0.0, 0.0, None, None))
-                delay = info[0] if d == "ab" else info[1]
-                qlimit = info[2] if d == "ab" else info[3]
-                out.append(
-                    EngineDirection(
-                        link=name,
-                        direction=d,
-                        delay_s=float(delay),
-                        packets=packets,
-                        lateness_p50_ns=_percentile(pairs, 50),
-                        lateness_p99_ns=_percentile(pairs, 99),
-                        lateness_p999_ns=_percentile(pairs, 99.9),
-                        lateness_max_ns=pairs[-1][0] if pairs else 0,
-                        drops_queue=int(db.get("queue", 0)) - int(da.get("queue", 0)),
-                        drops_loss=int(db.get("loss", 0)) - int(da.get("loss", 0)),
-                        drops_down=int(db.get("down", 0)) - int(da.get("down", 0)),
-                        queue_limit=qlimit,
-                        drops_ingress=int(sb.get("ingress_drops", 0))
-                        - int(sa.get("ingress_drops", 0)),
-                    )
-                )
-        return out
+        return engine_seen.directions(a.engine, b.engine, info)
 
     def _interfaces(self, a: _Snapshot, b: _Snapshot) -> list[InterfaceDrops]:
         out = []
@@ -522,7 +442,7 @@ class Monitor:
         end = self._end or _Snapshot(stopped)
         duration = stopped - self._t0
         overhead = sum(self._thread_cpu) + self._snap_cpu
-        demotions, demoted_s = _demotions(begin.realtime, end.realtime)
+        demotions, demoted_s = engine_seen.demotions(begin.realtime, end.realtime)
         notes = list(self.notes)
         if demotions or demoted_s:
             notes.append(
@@ -537,6 +457,7 @@ class Monitor:
             cpu=self._cpu(),
             throttling=self._throttling(begin, end),
             engine=self._engine(begin, end),
+            engine_wake=engine_seen.wake_ups(begin.loops, end.loops),
             interfaces=self._interfaces(begin, end),
             timer=self._timer_probe(begin.t, end.t),
             vms=self._vms(begin, end),

@@ -16,6 +16,7 @@ __all__ = [
     "CoreSeries",
     "CpuSeries",
     "EngineDirection",
+    "EngineWake",
     "InterfaceDrops",
     "MonitorRecord",
     "NodeThrottle",
@@ -85,6 +86,17 @@ class EngineDirection(_Model):
     drops_ingress: int = 0
 
 
+class EngineWake(_Model):
+    """The link engine's timer wake-ups in the window: how long after the instant its
+    timer was armed for the loop ran again (the machine's delay, not the engine's:
+    interrupt delivery, the scheduler, on a VM the hypervisor)."""
+
+    count: int
+    p50_ns: int
+    p99_ns: int
+    max_ns: int
+
+
 class InterfaceDrops(_Model):
     """Kernel drop counters of one interface over the window (only non-zero ones are
     kept): ``rx_dropped``/``tx_dropped`` of the device, ``qdisc`` of its root qdisc
@@ -131,6 +143,7 @@ class MonitorRecord(_Model):
     cpu: CpuSeries
     throttling: list[NodeThrottle] = Field(default_factory=list)
     engine: list[EngineDirection] = Field(default_factory=list)
+    engine_wake: EngineWake | None = None
     interfaces: list[InterfaceDrops] = Field(default_factory=list)
     timer: TimerProbe | None = None
     vms: list[VmSeen] = Field(default_factory=list)
