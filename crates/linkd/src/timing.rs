@@ -268,6 +268,9 @@ mod tests {
         assert_eq!(r["timer_wakeups"], 1);
         let p50 = r["wake_late"]["p50_ns"].as_u64().unwrap();
         assert!((29 * US..=31 * US).contains(&p50), "{p50}");
-        assert!(r["wake_late_hdr"].as_str().is_some_and(|s| s.len() > 10), "{r}");
+        assert!(
+            r["wake_late_hdr"].as_str().is_some_and(|s| s.len() > 10),
+            "{r}"
+        );
     }
 }
