@@ -32,6 +32,7 @@ from fidelnet.kernel.netlink import Netlink
 from fidelnet.kernel.state import RunState, process_start_time
 from fidelnet.links import Link
 from fidelnet.links.choice import NEEDS_QDISCS, Choice
+from fidelnet.links.cut import CutEnd
 from fidelnet.links.divert import divert_or_refuse
 from fidelnet.links.drivers import LinkDriver
 from fidelnet.links.engine import LinkEngine, engine_args_from_env
@@ -107,6 +108,8 @@ class Network:
         self.engine_args = engine_args if engine_args is not None else engine_args_from_env()
         self.engine_failure: str | None = None
         self.fastpath: dict[str, fastpath.RouterFastPath] = {}
+        # This run's halves of links cut between machines (fidelnet.links.cut).
+        self.cut_ends: list[CutEnd] = []
         self._node_backends: dict[str, NodeBackend] = dict(node_backends or {})
         """The XDP fast path of each router that has one (docs/fastpath.md)."""
         self.seed = self.spec.seed if self.spec.seed is not None else secrets.randbits(63)

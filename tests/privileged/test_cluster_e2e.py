@@ -55,6 +55,7 @@ class Cluster:
     def start_agent(self, machine: str) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "fidelnet.cluster.agent", "--kubeconfig", self.cp.kubeconfig]
         argv += ["--machine", machine, "--interval", "0.3", "--lease-seconds", str(LEASE_SECONDS)]
+        argv += ["--wire-address", "127.0.0.1"]  # both machines are this host
         proc = subprocess.Popen(argv)
         self.agents[machine] = proc
         return proc
@@ -182,7 +183,8 @@ def test_a_line_over_two_machines_runs_and_cascades(cluster: Cluster) -> None:
         )
         st = shard["status"]
         assert st["phase"] == "Running" and len(st["nodes"]) == 3
-        assert st["cutLinks"] == [{"name": "h3-h4", "state": "pending"}]
+        (cut,) = st["cutLinks"]
+        assert cut["name"] == "h3-h4"
         assert st["agent"].startswith(f"{shard['spec']['machine']}/pid ")
         assert os.path.exists(os.path.join(STATE_DIR, f"{st['runId']}.jsonl"))
         assert {f"fn{st['runId']}-{n}" for n in st["nodes"]} <= _netns()
@@ -200,6 +202,23 @@ def test_a_line_over_two_machines_runs_and_cascades(cluster: Cluster) -> None:
     assert sorted(shards[0]["status"]["nodes"] + shards[1]["status"]["nodes"]) == [
         f"h{i}" for i in range(1, 7)
     ]
+
+    # The cut link h3-h4 is carried by both halves, and the whole line routes
+    # through it: h1 reaches h6 on the other machine, and back.
+    def carried() -> tuple[list[dict[str, Any]] | None, str]:
+        got = _shards(kube, "line6")
+        cuts = [s["status"]["cutLinks"][0] for s in got]
+        ok = all(c["state"] == "carried" for c in cuts)
+        return (got if ok else None), json.dumps(cuts)
+
+    shards = poll(carried, what="the cut link carried on both machines", timeout=WAIT)
+    a, b = (s["status"]["cutLinks"][0] for s in shards)
+    assert (a["local"], a["peer"]) == (b["peer"], b["local"])
+    first = shards[0]["status"]
+    argv = ["ip", "netns", "exec", f"fn{first['runId']}-h1", "ping", "-c", "3", "-W", "5"]
+    done = subprocess.run([*argv, "10.0.5.2"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"h1 -> h6 across the cut: {done.stdout}{done.stderr}"
+    assert "0% packet loss" in done.stdout, done.stdout
     _delete_and_check_gone(cluster, "line6", runs)
 
 

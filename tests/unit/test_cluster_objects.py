@@ -11,7 +11,7 @@ import pytest
 
 from fidelnet.cluster import MachineSpec, partition
 from fidelnet.cluster import objects as o
-from fidelnet.errors import FidelnetError
+from fidelnet.errors import FidelnetError, ValidationError
 from fidelnet.topology import builders
 
 NOW = datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC)
@@ -113,9 +113,13 @@ def test_part_spec_keeps_the_part_and_refuses_what_is_outside() -> None:
     assert list(part.nodes) == ["h1", "h2"]
     assert [(lk.a, lk.b) for lk in part.links] == [("h1", "h2")]
     assert len(spec.nodes) == 4  # the whole is untouched
-    # h3's ip was its first interface's, on the link to h2, which is not in its part
+    # h3's ip is its default interface's, on the link to h2, which is cut: the
+    # half of that link carries it; the link kept has its own ends' addresses.
     far = o.part_spec(spec, ["h3", "h4"], [2])
-    assert (spec.nodes["h3"].ip, far.nodes["h3"].ip) == ("10.0.2.2/24", "10.0.3.1/24")
+    assert (spec.nodes["h3"].ip, far.nodes["h3"].ip) == ("10.0.2.2/24", None)
+    (kept,) = far.links
+    assert (kept.a_ip, kept.b_ip) == ("10.0.3.1/24", "10.0.3.2/24")
+    assert (kept.a_intf, kept.b_intf) == ("h3-eth1", "h4-eth0")  # as in the whole
     assert far.nodes["h4"].ip == spec.nodes["h4"].ip == "10.0.3.2/24"
     assert o.part_spec(spec, ["h3"], []).nodes["h3"].ip is None
     with pytest.raises(FidelnetError, match="link h2-h3 has an end outside the part"):
@@ -175,3 +179,44 @@ def test_topology_status_follows_its_shards_and_leases() -> None:
     failed = [_shard("a", "Running"), _shard("b", "Failed", msg="boom")]
     st = o.topology_status(failed, leases, NOW)
     assert (st["phase"], st["message"]) == ("Failed", "shard t-b on machine b failed: boom")
+
+
+def test_each_machine_gets_its_half_of_a_cut_link_as_in_the_whole() -> None:
+    from fidelnet.cluster.halves import BASE_PORT, halves, ports
+    from fidelnet.topology.spec import LinkParams
+
+    spec = builders.line(4)
+    spec.links[1].params = LinkParams(delay=0.005, bw=10e6)
+    spec.links[1].params_ba = LinkParams(delay=0.002)
+    cut = [{"name": "h2-h3", "index": 1, "a": "h2", "b": "h3", "aMachine": "m1",
+            "bMachine": "m2", "ordinal": 3}]  # fmt: skip
+    (a,) = halves(spec, cut, "m1")
+    (b,) = halves(spec, cut, "m2")
+    assert halves(spec, cut, "m3") == []
+    assert (a.node, a.ifname, a.ip) == ("h2", "h2-eth1", "10.0.2.1/24")
+    assert (b.node, b.ifname, b.ip) == ("h3", "h3-eth0", "10.0.2.2/24")
+    assert (a.local_port, a.peer_port) == (b.peer_port, b.local_port) == ports(3)
+    assert ports(0) == (BASE_PORT, BASE_PORT + 1)
+    assert (a.out.delay, a.out.bw, a.back.delay) == (0.005, 10e6, 0.002)
+    assert (b.out.delay, b.back.delay, b.back.bw) == (0.002, 0.005, 10e6)
+    assert (a.peer_machine, b.peer_machine) == ("m2", "m1")
+    with pytest.raises(FidelnetError, match="link 1 is h2-h3"):
+        halves(spec, [{**cut[0], "a": "h1"}], "m1")
+
+
+def test_a_half_shapes_out_without_delay_and_holds_the_delay_back() -> None:
+    from fidelnet.links.cut import CutWire, inner_mtu, split
+    from fidelnet.topology.spec import LinkParams
+
+    tx, rx = split(
+        LinkParams(bw=1e7, delay=0.005, jitter=0.001, loss=0.1),
+        LinkParams(bw=2e7, delay=0.002, jitter=0.0005, loss=0.2),
+    )
+    assert (tx.bw, tx.loss, tx.delay, tx.jitter) == (1e7, 0.1, None, None)
+    assert (rx.bw, rx.loss, rx.delay, rx.jitter) == (None, None, 0.002, 0.0005)
+    assert inner_mtu(1500) == 1434
+    ep = CutWire("10.1.0.1:47000", "10.1.0.2:47001", clock_offset_ns=-30).endpoint("cut0")
+    assert ep == {"ifname": "cut0", "kind": "udp", "local": "10.1.0.1:47000",
+                  "peer": "10.1.0.2:47001", "clock_offset_ns": -30}  # fmt: skip
+    with pytest.raises(ValidationError, match="wire.local"):
+        CutWire("10.1.0.1", "10.1.0.2:1").endpoint("cut0")

@@ -705,3 +705,17 @@ def test_late_releases_the_machine_caused_are_told_from_the_engines_own() -> Non
     # A trusted direction needs no note.
     v = judge(UDP, _record(engine=[_engine(0.010, 200_000)], engine_wake=woken))
     assert v.level == "trusted" and not v.reasons
+
+
+def test_a_cut_link_slower_than_its_network_says_so() -> None:
+    back = _engine(0.005, 1_200_000).model_copy(
+        update={"direction": "ba", "wire_p999_ns": 6_100_000, "wire_max_ns": 6_400_000}
+    )
+    v = judge(UDP, _record(engine=[back]))
+    (r,) = [x for x in v.reasons if x.code == "engine_late"]
+    assert "the network between the machines took up to 6.4 ms (p99.9 6.1 ms)" in r.message
+    assert "the link's delay is 5.0 ms" in r.message
+    # A network well inside the delay is not blamed.
+    fast = back.model_copy(update={"wire_p999_ns": 1_100_000, "wire_max_ns": 1_300_000})
+    (r,) = [x for x in judge(UDP, _record(engine=[fast])).reasons if x.code == "engine_late"]
+    assert "network" not in r.message

@@ -32,6 +32,9 @@ pub enum EndpointKind {
     /// An AF_XDP socket (and XDP program) on the existing veth end the spec
     /// names; see [`crate::xsk`].
     AfXdp,
+    /// A UDP socket to the other half of a cut link, in another daemon; see
+    /// [`crate::udp`]. `ifname` is then only the endpoint's label.
+    Udp,
 }
 
 impl EndpointKind {
@@ -39,6 +42,7 @@ impl EndpointKind {
         match self {
             Self::Tap => "tap",
             Self::AfXdp => "af_xdp",
+            Self::Udp => "udp",
         }
     }
 }
@@ -57,6 +61,15 @@ pub struct EndpointSpec {
     /// The endpoint's kind; TAP when absent.
     #[serde(default)]
     pub kind: EndpointKind,
+    /// `udp` only: the address to receive on (`IP:PORT`, in `netns`).
+    #[serde(default)]
+    pub local: Option<String>,
+    /// `udp` only: the other half's address.
+    #[serde(default)]
+    pub peer: Option<String>,
+    /// `udp` only: the other machine's `CLOCK_REALTIME` minus this one's, ns.
+    #[serde(default)]
+    pub clock_offset_ns: Option<i64>,
 }
 
 impl EndpointSpec {
@@ -79,6 +92,14 @@ impl EndpointSpec {
         {
             return Err(format!(
                 "{side}.ifname: {name:?} contains {c:?}, which an interface name may not"
+            ));
+        }
+        let udp_fields =
+            self.local.is_some() || self.peer.is_some() || self.clock_offset_ns.is_some();
+        if udp_fields && self.kind != EndpointKind::Udp {
+            return Err(format!(
+                "{side}: local, peer and clock_offset_ns are for udp endpoints, not {}",
+                self.kind.name()
             ));
         }
         if let Some(ns) = &self.netns {
@@ -335,6 +356,9 @@ mod tests {
             netns: netns.map(PathBuf::from),
             ifname: ifname.to_owned(),
             kind: EndpointKind::Tap,
+            local: None,
+            peer: None,
+            clock_offset_ns: None,
         }
     }
 

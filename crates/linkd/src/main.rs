@@ -22,6 +22,7 @@ mod socket;
 mod state;
 mod tcx;
 mod timing;
+mod udp;
 mod vclock;
 mod xsk;
 

@@ -10,13 +10,16 @@ use nix::errno::Errno;
 use nix::sched::{setns, CloneFlags};
 
 use crate::endpoint::{create_tap, Endpoint, EndpointKind, EndpointSpec, Opener, Tap};
+use crate::gso::VNET_HDR_LEN;
 use crate::tcx::{self, Way};
+use crate::udp::Udp;
 use crate::xsk::Xsk;
 
-/// A TAP device or an AF_XDP socket.
+/// A TAP device, an AF_XDP socket or a cut link's UDP socket.
 pub enum KernelEndpoint {
     Tap(Tap),
     Xsk { xsk: Box<Xsk>, spec: EndpointSpec },
+    Udp(Box<Udp>),
 }
 
 impl AsFd for KernelEndpoint {
@@ -24,6 +27,7 @@ impl AsFd for KernelEndpoint {
         match self {
             Self::Tap(t) => t.as_fd(),
             Self::Xsk { xsk, .. } => xsk.as_fd(),
+            Self::Udp(u) => u.as_fd(),
         }
     }
 }
@@ -33,6 +37,7 @@ impl Endpoint for KernelEndpoint {
         match self {
             Self::Tap(t) => t.recv(buf),
             Self::Xsk { xsk, .. } => xsk.recv(buf),
+            Self::Udp(u) => u.recv(buf),
         }
     }
 
@@ -40,6 +45,7 @@ impl Endpoint for KernelEndpoint {
         match self {
             Self::Tap(t) => t.send(frame),
             Self::Xsk { xsk, .. } => xsk.send(frame),
+            Self::Udp(u) => u.send(frame),
         }
     }
 
@@ -53,12 +59,13 @@ impl Endpoint for KernelEndpoint {
         match self {
             Self::Tap(_) => None,
             Self::Xsk { xsk, .. } => xsk.rx_stamp(),
+            Self::Udp(u) => u.rx_stamp(),
         }
     }
 
     fn ingress_drops(&self) -> u64 {
         match self {
-            Self::Tap(_) => 0, // a TAP's full queue counts as its interface's tx_dropped
+            Self::Tap(_) | Self::Udp(_) => 0, // a TAP's full queue: its interface's tx_dropped
             Self::Xsk { xsk, .. } => {
                 let k = xsk.kernel_stats();
                 // A frame with no fill-ring buffer counts in rx_dropped and
@@ -71,6 +78,7 @@ impl Endpoint for KernelEndpoint {
     fn counters(&self) -> Option<serde_json::Value> {
         match self {
             Self::Tap(_) => None,
+            Self::Udp(u) => u.counters(),
             Self::Xsk { xsk, .. } => {
                 let k = xsk.kernel_stats();
                 Some(serde_json::json!({
@@ -96,6 +104,7 @@ impl Endpoint for KernelEndpoint {
         match self {
             Self::Tap(t) => t.header_len(),
             Self::Xsk { .. } => 0,
+            Self::Udp(u) => u.header_len(),
         }
     }
 
@@ -103,13 +112,14 @@ impl Endpoint for KernelEndpoint {
         match self {
             Self::Tap(t) => t.spec(),
             Self::Xsk { spec, .. } => Some(spec),
+            Self::Udp(u) => u.spec(),
         }
     }
 
     fn hold(&mut self, guard: OwnedFd) {
         match self {
             Self::Tap(t) => t.hold(guard),
-            Self::Xsk { .. } => drop(guard),
+            Self::Xsk { .. } | Self::Udp(_) => drop(guard),
         }
     }
 }
@@ -181,7 +191,7 @@ impl Opener for KernelOpener {
     }
 
     fn kinds(&self) -> &'static [&'static str] {
-        &["tap", "af_xdp"]
+        &["tap", "af_xdp", "udp"]
     }
 
     fn offloads(&self) -> &'static str {
@@ -210,6 +220,18 @@ impl Opener for KernelOpener {
                     xsk: Box::new(xsk),
                     spec: spec.clone(),
                 })
+            }
+            EndpointKind::Udp => {
+                // Frames carry the virtio-net header of the TAP opened just
+                // before (its link's a end), if it has one.
+                let vnet = if self.offloads_in_force == "off" {
+                    0
+                } else {
+                    VNET_HDR_LEN
+                };
+                let udp =
+                    self.in_netns(spec.netns.as_deref(), side, || Udp::open(spec, side, vnet))?;
+                Ok(KernelEndpoint::Udp(Box::new(udp)))
             }
         }
     }

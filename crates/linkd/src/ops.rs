@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::daemon::now_ns;
 use crate::daemon::{tap_token, Daemon, DirState, Link, DIR_NAMES, SIDE_NAMES};
-use crate::endpoint::{Endpoint, EndpointSpec, Opener};
+use crate::endpoint::{Endpoint, EndpointKind, EndpointSpec, Opener};
 use crate::log;
 use crate::protocol::{AddLink, Divert, Request, SetLink};
 use crate::state::Pulse;
@@ -117,7 +117,15 @@ impl<O: Opener> Daemon<O> {
         if req.a == req.b {
             return Err("b: the same endpoint as a".to_owned());
         }
-        if req.a.kind != req.b.kind {
+        let cut = req.b.kind == EndpointKind::Udp;
+        if cut && req.a.kind != EndpointKind::Tap {
+            // The UDP end takes the framing of the TAP opened just before it.
+            return Err(format!(
+                "a.kind: {:?}: a cut link's udp end (b) stands beside a tap end (a)",
+                req.a.kind.name()
+            ));
+        }
+        if req.a.kind != req.b.kind && !cut {
             // A TAP's frames carry a virtio-net header and may be
             // super-frames; an AF_XDP socket's are plain wire frames.
             return Err(format!(
@@ -135,6 +143,13 @@ impl<O: Opener> Daemon<O> {
         let a = self.opener.open(&req.a, "a")?;
         // On failure `a` is dropped here, which destroys it.
         let b = self.opener.open(&req.b, "b")?;
+        if a.header_len() != b.header_len() {
+            return Err(format!(
+                "b: frames with a {}-byte header, but a's have {} (internal)",
+                b.header_len(),
+                a.header_len()
+            ));
+        }
         // Direction ab enters at a, ba at b: each carries its endpoint's
         // header in front of every frame, uncounted.
         let ab = ab.with_prefix(a.header_len());
@@ -257,6 +272,9 @@ impl<O: Opener> Daemon<O> {
                 netns: None,
                 ifname: veth.clone(),
                 kind: Default::default(),
+                local: None,
+                peer: None,
+                clock_offset_ns: None,
             }
             .validate(name)?;
         }

@@ -178,10 +178,21 @@ def controller(kubeconfig: str, namespace: str, interval: float) -> None:
 @click.option("--machine", required=True, help="The Node this agent runs the Shards of.")
 @click.option("--interval", default=0.5, show_default=True, help="Seconds between rounds.")
 @click.option("--lease-seconds", default=10, show_default=True, help="The Lease's duration.")
+@click.option(
+    "--wire-address",
+    default=None,
+    help="This machine's address the other machines reach (cut links' UDP); "
+    "without it, cut links wait.",
+)
 def agent(
-    kubeconfig: str, namespace: str, machine: str, interval: float, lease_seconds: int
+    kubeconfig: str,
+    namespace: str,
+    machine: str,
+    interval: float,
+    lease_seconds: int,
+    wire_address: str | None,
 ) -> None:
     """Run a machine's shard agent in the foreground (as root)."""
     from fidelnet.cluster.agent import run_agent
 
-    run_agent(kubeconfig, machine, namespace, interval, lease_seconds)
+    run_agent(kubeconfig, machine, namespace, interval, lease_seconds, wire_address)

@@ -13,8 +13,15 @@ process per kwok Node). It
   Topology's scenario, keeps the part's nodes and the links inside the part
   (:func:`.objects.part_spec`), and builds them as an ordinary fidelnet run
   (:class:`~fidelnet.network.Network`), then sets the Shard's status: ``Running``,
-  the run id, the nodes, and each cut link ``pending`` (**cut links are not
-  carried yet**); a build that fails sets ``Failed`` with the error;
+  the run id, the nodes, its wire address (``--wire-address``), and each cut link
+  ``pending``; a build that fails sets ``Failed`` with the error;
+- carries each cut link once the other machine's Shard shows its wire address: its
+  half (:mod:`fidelnet.cluster.halves`, :mod:`fidelnet.links.cut`) in this run's
+  linkd, the UDP socket in the agent's own network namespace; when every half of a
+  shard is carried, the whole topology's static routes of its nodes are installed
+  (a part alone does not know the paths through other machines). The machines'
+  clocks are taken to agree (offset 0: true on one machine; **measuring the offset
+  between machines is not built yet**);
 - on a Shard being deleted (``deletionTimestamp``), stops its run (or, for a run
   it did not start, a dead agent's, removes it by the run's records as
   ``fidelnet clean --run ID`` does) and then removes the finalizer
@@ -34,12 +41,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.cluster import objects
+from fidelnet.cluster.halves import Half, halves, resolved
 from fidelnet.cluster.kube import Kube, KubeError, path
 from fidelnet.errors import FidelnetError
 from fidelnet.log import logger as log
 
 if TYPE_CHECKING:
     from fidelnet.network import Network
+    from fidelnet.topology.spec import TopologySpec
 
 __all__ = ["Agent", "main"]
 
@@ -63,8 +72,13 @@ class Agent:
         *,
         interval: float = 0.5,
         lease_seconds: int = LEASE_SECONDS,
+        wire_address: str | None = None,
     ) -> None:
         self.kube = kube
+        self.wire_address = wire_address
+        self.pending: dict[str, list[Half]] = {}  # Shard name -> halves not carried yet
+        self.carried: dict[str, list[Json]] = {}  # Shard name -> its cut links' status
+        self.wholes: dict[str, TopologySpec] = {}  # Shard name -> the whole, resolved
         self.machine = machine
         self.namespace = namespace
         self.interval = interval
@@ -141,6 +155,8 @@ class Agent:
                 "phase"
             ):
                 self._build(shard)
+            elif self.pending.get(shard["metadata"]["name"]):
+                self._carry(shard)
 
     def _shard_url(self, shard: Json, sub: str | None = None) -> str:
         name = shard["metadata"]["name"]
@@ -163,7 +179,14 @@ class Agent:
             )
             scenario = loads(json.dumps(topo["spec"]["scenario"]), f"topology {topo_name}")
             part = shard["spec"]["part"]
-            spec = objects.part_spec(scenario.topology_spec(), part["nodes"], part["links"])
+            whole_spec = scenario.topology_spec()
+            spec = objects.part_spec(whole_spec, part["nodes"], part["links"])
+            cut = shard["spec"].get("cutLinks", [])
+            self.pending[name] = halves(whole_spec, cut, self.machine)
+            self.wholes[name] = resolved(whole_spec)
+            # A part's own routes would miss every path through another machine: the
+            # whole topology's are installed once its cut links are carried.
+            spec.auto_routes = False
             net = Network(spec, command=f"fidelnet cluster agent: shard {name}")
             self.runs[name] = net
             net.start()
@@ -175,6 +198,8 @@ class Agent:
             self._status(shard, {"phase": "Failed", "message": str(exc)})
             return
         cut = [{"name": c["name"], "state": "pending"} for c in shard["spec"].get("cutLinks", [])]
+        self.carried[name] = cut
+        wire = {"address": self.wire_address} if self.wire_address else {}
         self._status(
             shard,
             {
@@ -182,13 +207,92 @@ class Agent:
                 "runId": net.run_id,
                 "nodes": list(spec.nodes),
                 "cutLinks": cut,
+                **({"wire": wire} if wire else {}),
                 "message": (
                     f"run {net.run_id}: {len(spec.nodes)} nodes, {len(spec.links)} links"
-                    + (f"; {len(cut)} cut links pending (not carried yet)" if cut else "")
+                    + (f"; {len(cut)} cut links pending" if cut else "")
                 ),
             },
         )
         log.info("agent %s: shard %s running as run %s", self.machine, name, net.run_id)
+        if not self.pending.get(name):
+            self._routes(name)
+
+    def _carry(self, shard: Json) -> None:
+        """Build the halves whose other machine's wire address is known."""
+        from fidelnet.kernel import ns
+        from fidelnet.links.cut import CutWire, add_cut_end
+
+        name = shard["metadata"]["name"]
+        net = self.runs.get(name)
+        if net is None:
+            return
+        if not self.wire_address:
+            self._cut_status(shard, "no wire address: start the agent with --wire-address")
+            return
+        topo = shard["spec"]["topology"]
+        url = path(objects.API, "shards", namespace=self.namespace)
+        peers = {
+            str(s["spec"]["machine"]): ((s.get("status") or {}).get("wire") or {}).get("address")
+            for s in self.kube.get(url, labelSelector=f"{objects.TOPOLOGY_LABEL}={topo}")["items"]
+        }
+        left = []
+        for half in self.pending[name]:
+            peer = peers.get(half.peer_machine)
+            if not peer:
+                left.append(half)
+                continue
+            wire = CutWire(
+                f"{self.wire_address}:{half.local_port}",
+                f"{peer}:{half.peer_port}",
+                netns=ns.own_path(),
+            )
+            try:
+                add_cut_end(
+                    net, half.node, half.ifname, half.out, half.back, wire,
+                    ip=half.ip, mac=half.mac, port=half.port,
+                )  # fmt: skip
+            except (FidelnetError, OSError) as exc:
+                log.error("agent %s: cut link %s: %s", self.machine, half.name, exc)
+                self._cut_status(shard, f"cut link {half.name}: {exc}", failed=half.name)
+                left.append(half)
+                continue
+            for c in self.carried[name]:
+                if c["name"] == half.name:
+                    c.update(state="carried", local=wire.local, peer=wire.peer)
+            log.info("agent %s: cut link %s carried to %s", self.machine, half.name, wire.peer)
+        self.pending[name] = left
+        if not left:
+            self._routes(name)
+        self._cut_status(shard, None)
+
+    def _cut_status(self, shard: Json, problem: str | None, failed: str | None = None) -> None:
+        name = shard["metadata"]["name"]
+        cut = self.carried.get(name, [])
+        for c in cut:
+            if failed is not None and c["name"] == failed:
+                c.update(state="failed", message=problem)
+        waiting = sum(c["state"] != "carried" for c in cut)
+        status: Json = {"cutLinks": cut}
+        if problem is not None and failed is None:
+            status["message"] = problem
+        elif not waiting:
+            status["message"] = f"{len(cut)} cut links carried"
+        self._status(shard, status)
+
+    def _routes(self, name: str) -> None:
+        """The whole topology's static routes of this shard's nodes."""
+        from fidelnet.topology import routing
+
+        net, whole = self.runs.get(name), self.wholes.get(name)
+        if net is None or whole is None or not whole.auto_routes:
+            return
+        for node_name, routes in routing.static_routes(whole).items():
+            node = net.nodes.get(node_name)
+            if node is None:
+                continue
+            batch = [(r.dst, r.via, node.intf(r.dev).index) for r in routes]  # type: ignore[union-attr]
+            node.interior().add_routes(batch)
 
     def _teardown(self, shard: Json) -> None:
         name = shard["metadata"]["name"]
@@ -199,6 +303,8 @@ class Agent:
         if phase not in ("Stopping", "Stopped"):
             self._status(shard, {"phase": "Stopping"})
         net = self.runs.pop(name, None)
+        for held in (self.pending, self.carried, self.wholes):
+            held.pop(name, None)
         if net is not None:
             net.stop()
         else:
@@ -240,14 +346,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--lease-seconds", type=int, default=LEASE_SECONDS)
+    parser.add_argument("--wire-address", default=None)
     args = parser.parse_args(argv)
     return run_agent(
-        args.kubeconfig, args.machine, args.namespace, args.interval, args.lease_seconds
+        args.kubeconfig,
+        args.machine,
+        args.namespace,
+        args.interval,
+        args.lease_seconds,
+        args.wire_address,
     )
 
 
 def run_agent(
-    kubeconfig: str, machine: str, namespace: str, interval: float, lease_seconds: int
+    kubeconfig: str,
+    machine: str,
+    namespace: str,
+    interval: float,
+    lease_seconds: int,
+    wire_address: str | None = None,
 ) -> int:
     agent = Agent(
         Kube.from_kubeconfig(kubeconfig),
@@ -255,6 +372,7 @@ def run_agent(
         namespace,
         interval=interval,
         lease_seconds=lease_seconds,
+        wire_address=wire_address,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())

@@ -11,7 +11,6 @@ Leases (:func:`topology_status`). Unit-tested without a server.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from typing import Any
 from fidelnet.cluster.machines import Delays, MachineSpec
 from fidelnet.cluster.partition import Partition
 from fidelnet.errors import FidelnetError
-from fidelnet.topology.spec import LinkSpec, NodeSpec, TopologySpec
+from fidelnet.topology.spec import TopologySpec
 
 __all__ = [
     "API",
@@ -160,6 +159,7 @@ def shard_manifest(
         {
             "name": c.name,
             "index": c.index,
+            "ordinal": k,
             "a": c.a,
             "b": c.b,
             "aMachine": c.a_machine,
@@ -171,7 +171,7 @@ def shard_manifest(
             **({"delayAB": c.delay_ab} if c.delay_ab is not None else {}),
             **({"delayBA": c.delay_ba} if c.delay_ba is not None else {}),
         }
-        for c in part.cut
+        for k, c in enumerate(part.cut)
         if machine in (c.a_machine, c.b_machine)
     ]
     return {
@@ -223,47 +223,10 @@ def pod_manifest(shard: Mapping[str, Any]) -> Json:
 
 
 def part_spec(spec: TopologySpec, nodes: Sequence[str], links: Sequence[int]) -> TopologySpec:
-    """The part of ``spec`` one shard builds: ``nodes`` and the links of ``spec``
-    at the indices ``links`` (both ends in the part), and the flows whose whole path
-    is in the part. A cut link is not here (not carried yet)."""
-    here = set(nodes)
-    unknown = sorted(here - set(spec.nodes))
-    if unknown:
-        raise FidelnetError(f"part: nodes not in the topology: {', '.join(unknown)}")
-    chosen = []
-    for i in links:
-        if not 0 <= i < len(spec.links):
-            raise FidelnetError(f"part: link index {i} out of range (0..{len(spec.links) - 1})")
-        link = spec.links[i]
-        if link.a not in here or link.b not in here:
-            raise FidelnetError(f"part: link {link.a}-{link.b} has an end outside the part")
-        chosen.append(link)
-    return dataclasses.replace(
-        spec,
-        nodes={n: _readdress(node, spec, chosen) for n, node in spec.nodes.items() if n in here},
-        links=chosen,
-        flows=[f for f in spec.flows if set(f.path) <= here],
-    )
+    """The part of ``spec`` one shard builds (:func:`.halves.part_spec`)."""
+    from fidelnet.cluster.halves import part_spec as _part
 
-
-def _end_ip(link: LinkSpec, node: str) -> str | None:
-    return link.a_ip if link.a == node else link.b_ip if link.b == node else None
-
-
-def _readdress(node: NodeSpec, spec: TopologySpec, kept: Sequence[LinkSpec]) -> NodeSpec:
-    """A node whose ``ip`` is the address of a link end left out of the part (a cut
-    link) takes the address of its first link in the part (the builders' rule: a
-    node's ip is its first interface's), or none."""
-    if node.ip is None:
-        return node
-    kept_ids = {id(lk) for lk in kept}
-    dropped = [
-        lk for lk in spec.links if id(lk) not in kept_ids and _end_ip(lk, node.name) == node.ip
-    ]
-    if not dropped:
-        return node
-    ips = [ip for lk in kept if (ip := _end_ip(lk, node.name)) is not None]
-    return dataclasses.replace(node, ip=ips[0] if ips else None)
+    return _part(spec, nodes, links)
 
 
 def _time(text: str) -> datetime:

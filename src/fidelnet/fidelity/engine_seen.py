@@ -12,7 +12,10 @@ such readings into the window's figures:
   :func:`wake_ups`). That delay is the machine's (interrupt delivery, the scheduler,
   on a virtual machine the hypervisor), not the engine's: it is what tells a late
   release the engine caused from one the machine imposed on it;
-- the loop's departures from SCHED_FIFO (:func:`demotions`).
+- the loop's departures from SCHED_FIFO (:func:`demotions`);
+- for the incoming direction of a cut link's half (:mod:`fidelnet.links.cut`), how
+  long the network between the machines took (the ``udp`` end's
+  ``wire_delay_hdr``).
 """
 
 from __future__ import annotations
@@ -99,6 +102,14 @@ def directions(
             if packets <= 0 and not pairs:
                 continue
             da, db = sa.get("drops", {}), sb.get("drops", {})
+            wire: list[tuple[int, int]] = []
+            if d == "ba":  # frames a cut link's udp end (b) received, the network's delay
+                wa = before.get("endpoints", {}).get("b", {})
+                wb = after.get("endpoints", {}).get("b", {})
+                if wb.get("kind") == "udp":
+                    wire = lateness_delta(
+                        wa.get("wire_delay_hdr", ""), wb.get("wire_delay_hdr", "")
+                    )
             delay_ab, delay_ba, q_ab, q_ba = info.get(name, (0.0, 0.0, None, None))
             out.append(
                 EngineDirection(
@@ -115,6 +126,8 @@ def directions(
                     drops_down=int(db.get("down", 0)) - int(da.get("down", 0)),
                     queue_limit=q_ab if d == "ab" else q_ba,
                     drops_ingress=int(sb.get("ingress_drops", 0)) - int(sa.get("ingress_drops", 0)),
+                    wire_p999_ns=percentile(wire, 99.9) if wire else None,
+                    wire_max_ns=wire[-1][0] if wire else None,
                 )
             )
     return out

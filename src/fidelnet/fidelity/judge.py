@@ -186,6 +186,16 @@ def _engine(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
             if by_machine and wake is not None
             else ""
         )
+        # A cut link's incoming half: frames the network between the machines took
+        # longer for than the link's delay arrived after their release time.
+        if e.wire_p999_ns is not None and e.wire_p999_ns + WOKEN_SLACK_NS >= e.delay_s * 1e9:
+            cause += (
+                f"; the network between the machines took up to "
+                f"{_fmt_ns(e.wire_max_ns or e.wire_p999_ns)} (p99.9 "
+                f"{_fmt_ns(e.wire_p999_ns)}), the link's delay is "
+                f"{_fmt_ns(e.delay_s * 1e9)}: a cut link cannot be faster than the "
+                "network under it"
+            )
         if e.delay_s > 0:
             pct = 100 * late / (e.delay_s * 1e9)
             level = _level(

@@ -392,6 +392,9 @@ class Monitor:
                     ab.max_queue_size,
                     ba.max_queue_size,
                 )
+            for cut in getattr(self.net, "cut_ends", ()):
+                # Out: shaped here without delay; back: the delay held here.
+                info[cut.name] = (0.0, cut.delay_back, cut.queue_out, None)
         return engine_seen.directions(a.engine, b.engine, info)
 
     def _interfaces(self, a: _Snapshot, b: _Snapshot) -> list[InterfaceDrops]:

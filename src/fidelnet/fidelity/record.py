@@ -84,6 +84,10 @@ class EngineDirection(_Model):
     # Frames the kernel dropped before linkd read them (an AF_XDP endpoint's full
     # ring): the engine did not keep up.
     drops_ingress: int = 0
+    # A cut link's incoming direction (its half's ``ba``): how long the network
+    # between the machines took for the frames of the window (p99.9 and max, ns).
+    wire_p999_ns: int | None = None
+    wire_max_ns: int | None = None
 
 
 class EngineWake(_Model):

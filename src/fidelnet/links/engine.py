@@ -376,6 +376,27 @@ class LinkEngine:
             ba=ba,
         )
 
+    def add_cut_link(
+        self,
+        name: str,
+        a: tuple[str, str],
+        b: dict[str, Any],
+        ab: dict[str, Any],
+        ba: dict[str, Any],
+    ) -> None:
+        """Create one half of a link cut between machines: a TAP device ``a``
+        (``(netns path, ifname)``) and the ``udp`` endpoint ``b`` that talks to the
+        other half (:mod:`fidelnet.links.cut`)."""
+        self._links += 1
+        self.request(
+            "add_link",
+            link=name,
+            a={"netns": a[0], "ifname": a[1], "kind": "tap"},
+            b=b,
+            ab=ab,
+            ba=ba,
+        )
+
     def set_link(self, name: str, ab: dict[str, Any] | None, ba: dict[str, Any] | None) -> None:
         fields: dict[str, Any] = {"link": name}
         if ab is not None:
