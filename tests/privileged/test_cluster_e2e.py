@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fidelnet import Network
 from fidelnet.cluster import objects
 from fidelnet.cluster.controller import Controller
 from fidelnet.cluster.kube import Kube, path, poll
 from fidelnet.kernel.state import STATE_DIR
+from fidelnet.topology import LinkParams, LinkSpec, NodeSpec, TopologySpec
 
 if TYPE_CHECKING:
     from fidelnet.cluster.controlplane import ControlPlane
@@ -51,11 +54,12 @@ class Cluster:
         self.controller = Controller(self.kube, NS, interval=0.3)
         self.thread = threading.Thread(target=self.controller.run, name="controller")
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.wire: dict[str, list[str]] = {}  # machine -> its agent's wire arguments
 
     def start_agent(self, machine: str) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "fidelnet.cluster.agent", "--kubeconfig", self.cp.kubeconfig]
         argv += ["--machine", machine, "--interval", "0.3", "--lease-seconds", str(LEASE_SECONDS)]
-        argv += ["--wire-address", "127.0.0.1"]  # both machines are this host
+        argv += self.wire.get(machine, ["--wire-address", "127.0.0.1"])  # default: this host
         proc = subprocess.Popen(argv)
         self.agents[machine] = proc
         return proc
@@ -75,7 +79,35 @@ def cluster(k8s_control_plane: ControlPlane) -> Iterator[Cluster]:
     """The controller and both agents for one test. At its end every Topology is
     deleted and its Shards torn down by the agents (a failed test's too) before they
     stop, so the per-test check of the privileged tests finds nothing left."""
-    c = Cluster(k8s_control_plane)
+    yield from _cluster(k8s_control_plane, {})  # every agent on this host's loopback
+
+
+WIRE_DELAY = 0.001
+
+
+@pytest.fixture
+def wired(k8s_control_plane: ControlPlane) -> Iterator[tuple[Cluster, Network]]:
+    """As ``cluster``, but each machine is a network namespace of its own (a node of
+    a test-bed run), the two joined by a wire that takes 1 ms each way (an engine
+    link of that run); each agent puts its cut links' sockets in its machine's
+    namespace (``--wire-netns``), at its machine's address."""
+    bed = TopologySpec()
+    bed.ipv6 = False
+    for i in range(1, len(MACHINES) + 1):
+        bed.add_node(NodeSpec(f"m{i}", ip=f"10.77.0.{i}/24"))
+    bed.add_link(LinkSpec("m1", "m2", params=LinkParams(delay=WIRE_DELAY), backend="engine"))
+    with Network(bed) as net:
+        wire = {
+            m: ["--wire-address", f"10.77.0.{i}", "--wire-netns", str(net[f"m{i}"].netns)]
+            for i, m in enumerate(MACHINES, start=1)
+        }
+        for c in _cluster(k8s_control_plane, wire):
+            yield c, net
+
+
+def _cluster(cp: ControlPlane, wire: dict[str, list[str]]) -> Iterator[Cluster]:
+    c = Cluster(cp)
+    c.wire = wire
     c.thread.start()
     try:
         for m in MACHINES:
@@ -98,11 +130,13 @@ def cluster(k8s_control_plane: ControlPlane) -> Iterator[Cluster]:
             c.stop()
 
 
-def _topology(name: str, scenario: dict[str, Any], **spec: Any) -> dict[str, Any]:
+def _topology(
+    name: str, scenario: dict[str, Any], delays: str = DELAYS, **spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": objects.API,
         "kind": "Topology",
-        "metadata": {"name": name, "namespace": NS, "annotations": {objects.DELAYS_KEY: DELAYS}},
+        "metadata": {"name": name, "namespace": NS, "annotations": {objects.DELAYS_KEY: delays}},
         "spec": {
             "scenario": scenario,
             "machines": [{"name": m, "capacity": 1} for m in MACHINES],
@@ -293,3 +327,48 @@ def test_the_cli_applies_shows_and_deletes(cluster: Cluster, tmp_path: Path) -> 
     done = runner.invoke(cli, ["cluster", "apply", str(bad), *k])
     assert done.exit_code != 0 and "rooter" in str(done.exception)
     assert not cluster.kube.exists(f"{TOPOS}/bad")
+
+
+def test_a_cut_link_over_a_slow_wire_keeps_its_configured_delay(
+    wired: tuple[Cluster, Network],
+) -> None:
+    # h1 - r1 =5 ms= r2 - h2 over two machines whose wire takes 1 ms: r1-r2 is cut,
+    # and each half holds the 5 ms from the other half's stamp, so the wire's 1 ms
+    # is inside it, not on top of it.
+    cluster, _bed = wired
+    kube = cluster.kube
+    nodes = {"h1": {}, "r1": {"kind": "router"}, "r2": {"kind": "router"}, "h2": {}}
+    links = [
+        {"a": "h1", "b": "r1", "a_ip": "10.3.1.10/24", "b_ip": "10.3.1.1/24"},
+        {"a": "r1", "b": "r2", "a_ip": "10.3.12.1/24", "b_ip": "10.3.12.2/24",
+         "params": {"delay": "5ms"}},
+        {"a": "r2", "b": "h2", "a_ip": "10.3.2.1/24", "b_ip": "10.3.2.10/24"},
+    ]  # fmt: skip
+    topo = {"auto_routes": True, "nodes": nodes, "links": links}
+    delays = json.dumps({"machine-a": {"machine-b": WIRE_DELAY}})
+    kube.create(TOPOS, _topology("wired", {"name": "wired", "topology": topo}, delays))
+    _phase(kube, "wired", "Running")
+
+    def carried() -> tuple[list[dict[str, Any]] | None, str]:
+        got = _shards(kube, "wired")
+        cuts = [c for s in got for c in s["status"].get("cutLinks", [])]
+        ok = len(cuts) == 2 and all(c["state"] == "carried" for c in cuts)
+        return (got if ok else None), json.dumps(cuts)
+
+    shards = poll(carried, what="the cut link carried on both machines", timeout=WAIT)
+    assert {c["name"] for s in shards for c in s["status"]["cutLinks"]} == {"r1-r2"}
+    assert {c["local"].split(":")[0] for s in shards for c in s["status"]["cutLinks"]} == {
+        "10.77.0.1",
+        "10.77.0.2",
+    }
+    h1 = next(s for s in shards if "h1" in s["status"]["nodes"])["status"]
+    argv = ["ip", "netns", "exec", f"fn{h1['runId']}-h1", "ping", "-c", "20", "-i", "0.05"]
+    done = subprocess.run([*argv, "10.3.2.10"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"h1 -> h2 across the cut: {done.stdout}{done.stderr}"
+    rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", done.stdout))
+    assert len(rtts) == 20, done.stdout
+    # 2 x 5 ms and never less; the wire's 2 x 1 ms would make it 12 ms on top.
+    assert rtts[0] >= 10.0, rtts
+    assert rtts[10] < 11.0, rtts
+    runs = [s["status"]["runId"] for s in shards]
+    _delete_and_check_gone(cluster, "wired", runs)

@@ -184,6 +184,11 @@ def controller(kubeconfig: str, namespace: str, interval: float) -> None:
     help="This machine's address the other machines reach (cut links' UDP); "
     "without it, cut links wait.",
 )
+@click.option(
+    "--wire-netns",
+    default=None,
+    help="The network namespace (a path) cut links' sockets live in (default: the agent's).",
+)
 def agent(
     kubeconfig: str,
     namespace: str,
@@ -191,8 +196,9 @@ def agent(
     interval: float,
     lease_seconds: int,
     wire_address: str | None,
+    wire_netns: str | None,
 ) -> None:
     """Run a machine's shard agent in the foreground (as root)."""
     from fidelnet.cluster.agent import run_agent
 
-    run_agent(kubeconfig, machine, namespace, interval, lease_seconds, wire_address)
+    run_agent(kubeconfig, machine, namespace, interval, lease_seconds, wire_address, wire_netns)

@@ -17,7 +17,8 @@ process per kwok Node). It
   ``pending``; a build that fails sets ``Failed`` with the error;
 - carries each cut link once the other machine's Shard shows its wire address: its
   half (:mod:`fidelnet.cluster.halves`, :mod:`fidelnet.links.cut`) in this run's
-  linkd, the UDP socket in the agent's own network namespace; when every half of a
+  linkd, the UDP socket in the agent's own network namespace (or ``--wire-netns``:
+  the network namespace that reaches the other machines); when every half of a
   shard is carried, the whole topology's static routes of its nodes are installed
   (a part alone does not know the paths through other machines). The machines'
   clocks are taken to agree (offset 0: true on one machine; **measuring the offset
@@ -73,9 +74,11 @@ class Agent:
         interval: float = 0.5,
         lease_seconds: int = LEASE_SECONDS,
         wire_address: str | None = None,
+        wire_netns: str | None = None,
     ) -> None:
         self.kube = kube
         self.wire_address = wire_address
+        self.wire_netns = wire_netns
         self.pending: dict[str, list[Half]] = {}  # Shard name -> halves not carried yet
         self.carried: dict[str, list[Json]] = {}  # Shard name -> its cut links' status
         self.wholes: dict[str, TopologySpec] = {}  # Shard name -> the whole, resolved
@@ -245,7 +248,7 @@ class Agent:
             wire = CutWire(
                 f"{self.wire_address}:{half.local_port}",
                 f"{peer}:{half.peer_port}",
-                netns=ns.own_path(),
+                netns=self.wire_netns or ns.own_path(),
             )
             try:
                 add_cut_end(
@@ -347,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--lease-seconds", type=int, default=LEASE_SECONDS)
     parser.add_argument("--wire-address", default=None)
+    parser.add_argument("--wire-netns", default=None)
     args = parser.parse_args(argv)
     return run_agent(
         args.kubeconfig,
@@ -355,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         args.interval,
         args.lease_seconds,
         args.wire_address,
+        args.wire_netns,
     )
 
 
@@ -365,6 +370,7 @@ def run_agent(
     interval: float,
     lease_seconds: int,
     wire_address: str | None = None,
+    wire_netns: str | None = None,
 ) -> int:
     agent = Agent(
         Kube.from_kubeconfig(kubeconfig),
@@ -373,6 +379,7 @@ def run_agent(
         interval=interval,
         lease_seconds=lease_seconds,
         wire_address=wire_address,
+        wire_netns=wire_netns,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
