@@ -361,6 +361,12 @@ def test_a_cut_link_over_a_slow_wire_keeps_its_configured_delay(
         "10.77.0.1",
         "10.77.0.2",
     }
+    for c in (c for s in shards for c in s["status"]["cutLinks"]):
+        # The agents compared their clocks over the wire: one clock here, so the
+        # offset is 0 within its uncertainty; one way, the wire's 1 ms and a little.
+        clock = c["clock"]
+        assert abs(clock["offsetNs"]) <= clock["uncertaintyNs"] + 1, clock
+        assert WIRE_DELAY * 1e9 <= clock["oneWayNs"] < 5 * WIRE_DELAY * 1e9, clock
     h1 = next(s for s in shards if "h1" in s["status"]["nodes"])["status"]
     argv = ["ip", "netns", "exec", f"fn{h1['runId']}-h1", "ping", "-c", "20", "-i", "0.05"]
     done = subprocess.run([*argv, "10.3.2.10"], capture_output=True, text=True, check=False)

@@ -21,8 +21,10 @@ process per kwok Node). It
   the network namespace that reaches the other machines); when every half of a
   shard is carried, the whole topology's static routes of its nodes are installed
   (a part alone does not know the paths through other machines). The machines'
-  clocks are taken to agree (offset 0: true on one machine; **measuring the offset
-  between machines is not built yet**);
+  clocks are compared first (:mod:`fidelnet.cluster.clock`: each agent answers
+  probes on its wire address, at the port its Shards' status gives), once per peer
+  machine: the offset goes to linkd, and the offset, its uncertainty and the
+  one-way delay to the cut link's status (**measured once, at carry time**);
 - on a Shard being deleted (``deletionTimestamp``), stops its run (or, for a run
   it did not start, a dead agent's, removes it by the run's records as
   ``fidelnet clean --run ID`` does) and then removes the finalizer
@@ -42,6 +44,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.cluster import objects
+from fidelnet.cluster.clock import ClockSample, Responder, probe
 from fidelnet.cluster.halves import Half, halves, resolved
 from fidelnet.cluster.kube import Kube, KubeError, path
 from fidelnet.errors import FidelnetError
@@ -82,6 +85,8 @@ class Agent:
         self.pending: dict[str, list[Half]] = {}  # Shard name -> halves not carried yet
         self.carried: dict[str, list[Json]] = {}  # Shard name -> its cut links' status
         self.wholes: dict[str, TopologySpec] = {}  # Shard name -> the whole, resolved
+        self.clocks: dict[str, ClockSample] = {}  # peer machine -> its clock, measured
+        self.responder: Responder | None = None
         self.machine = machine
         self.namespace = namespace
         self.interval = interval
@@ -123,6 +128,9 @@ class Agent:
 
     def run(self) -> None:
         """Take the Lease, then reconcile until :meth:`stop`; stop every run at the end."""
+        if self.wire_address:
+            # Its port is any free one, published in each Shard's status.
+            self.responder = Responder(self.wire_address, self.wire_netns, port=0)
         self.take_lease()
         renewer = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
         renewer.start()
@@ -139,6 +147,8 @@ class Agent:
                 log.info("agent %s: stopping the run of shard %s", self.machine, name)
                 net.stop()
                 del self.runs[name]
+            if self.responder is not None:
+                self.responder.close()
             renewer.join()
 
     def stop(self) -> None:
@@ -202,7 +212,12 @@ class Agent:
             return
         cut = [{"name": c["name"], "state": "pending"} for c in shard["spec"].get("cutLinks", [])]
         self.carried[name] = cut
-        wire = {"address": self.wire_address} if self.wire_address else {}
+        wire: Json = {}
+        if self.wire_address and self.responder is not None:
+            wire = {
+                "address": self.wire_address,
+                "clockPort": self.responder.sock.getsockname()[1],
+            }
         self._status(
             shard,
             {
@@ -235,20 +250,26 @@ class Agent:
             return
         topo = shard["spec"]["topology"]
         url = path(objects.API, "shards", namespace=self.namespace)
-        peers = {
-            str(s["spec"]["machine"]): ((s.get("status") or {}).get("wire") or {}).get("address")
+        peers: dict[str, Json] = {
+            str(s["spec"]["machine"]): (s.get("status") or {}).get("wire") or {}
             for s in self.kube.get(url, labelSelector=f"{objects.TOPOLOGY_LABEL}={topo}")["items"]
         }
         left = []
         for half in self.pending[name]:
-            peer = peers.get(half.peer_machine)
+            peer_wire = peers.get(half.peer_machine) or {}
+            peer = peer_wire.get("address")
             if not peer:
+                left.append(half)
+                continue
+            clock = self._clock(half.peer_machine, str(peer), peer_wire.get("clockPort"))
+            if clock is None:
                 left.append(half)
                 continue
             wire = CutWire(
                 f"{self.wire_address}:{half.local_port}",
                 f"{peer}:{half.peer_port}",
                 netns=self.wire_netns or ns.own_path(),
+                clock_offset_ns=clock.offset_ns,
             )
             try:
                 add_cut_end(
@@ -262,12 +283,33 @@ class Agent:
                 continue
             for c in self.carried[name]:
                 if c["name"] == half.name:
-                    c.update(state="carried", local=wire.local, peer=wire.peer)
+                    c.update(
+                        state="carried", local=wire.local, peer=wire.peer, clock=clock.as_status()
+                    )
             log.info("agent %s: cut link %s carried to %s", self.machine, half.name, wire.peer)
         self.pending[name] = left
         if not left:
             self._routes(name)
         self._cut_status(shard, None)
+
+    def _clock(self, machine: str, address: str, port: object) -> ClockSample | None:
+        """The clock of ``machine`` (its responder at ``address:port``), measured once;
+        None (logged) while it does not answer."""
+        if machine in self.clocks:
+            return self.clocks[machine]
+        if not isinstance(port, int) or self.wire_address is None:
+            return None
+        try:
+            got = probe(self.wire_address, address, self.wire_netns, port=port)
+        except FidelnetError as exc:
+            log.warning("agent %s: %s", self.machine, exc)
+            return None
+        log.info(
+            "agent %s: clock of %s: offset %d ns +- %d ns, one way %d ns",
+            self.machine, machine, got.offset_ns, got.uncertainty_ns, got.one_way_ns,
+        )  # fmt: skip
+        self.clocks[machine] = got
+        return got
 
     def _cut_status(self, shard: Json, problem: str | None, failed: str | None = None) -> None:
         name = shard["metadata"]["name"]
