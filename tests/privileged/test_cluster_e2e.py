@@ -248,7 +248,7 @@ def test_a_line_over_two_machines_runs_and_cascades(cluster: Cluster) -> None:
     shards = poll(carried, what="the cut link carried on both machines", timeout=WAIT)
     a, b = (s["status"]["cutLinks"][0] for s in shards)
     assert (a["local"], a["peer"]) == (b["peer"], b["local"])
-    first = shards[0]["status"]
+    first = next(s for s in shards if "h1" in s["status"]["nodes"])["status"]
     argv = ["ip", "netns", "exec", f"fn{first['runId']}-h1", "ping", "-c", "3", "-W", "5"]
     done = subprocess.run([*argv, "10.0.5.2"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"h1 -> h6 across the cut: {done.stdout}{done.stderr}"

@@ -6,6 +6,7 @@ path between the halves (here the run's loopback) is compensated frame by frame.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -58,6 +59,12 @@ def _cut_over_wire(net: Network) -> None:
     add_cut_end(net, "h2", "h2-eth0", params, params, CutWire(b, a, netns=w2), ip="10.9.0.2/24")
 
 
+def _woken(r: UdpResult) -> str | None:
+    """The engine's note that the machine ran it late after its timers, if any."""
+    assert r.verdict is not None
+    return next((x.message for x in r.verdict.reasons if x.code == "engine_woken_late"), None)
+
+
 def _rtts(out: str) -> list[float]:
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
 
@@ -65,7 +72,8 @@ def _rtts(out: str) -> list[float]:
 def test_a_cut_link_carries_pings_with_its_delay_and_nothing_is_lost() -> None:
     with Network(_spec()) as net:
         _cut(net)
-        out = net["h1"].cmd(["ping", "-c", "10", "-i", "0.05", "-W", "1", "10.9.0.2"])
+        ping = ["ping", "-c", "10", "-i", "0.05", "-W", "1", "10.9.0.2"]
+        out = net["h1"].popen(ping, stdout=subprocess.PIPE, text=True).communicate()[0]
         got = _rtts(out)
         assert len(got) == 10, out
         # 2 x 5 ms, never less; the median within a millisecond.
@@ -96,15 +104,9 @@ def test_one_way_delay_over_a_cut_link_is_the_configured_one() -> None:
         assert r.latency.min_ns >= DELAY * 1e9 - 50_000, r.latency
         if p50 - DELAY > 0.0002:
             return f"median one-way {p50 * 1e3:.3f} ms on a {DELAY * 1e3:g} ms cut link"
-        if r.verdict.level != "trusted":
-            return f"verdict {r.verdict.summary(3)}"
         return None
 
-    def woken(r: UdpResult) -> str | None:
-        assert r.verdict is not None
-        return next((x.message for x in r.verdict.reasons if x.code == "engine_woken_late"), None)
-
-    precise(measure, miss, disturbed=woken)
+    precise(measure, miss, disturbed=_woken)
 
 
 def test_the_wire_between_the_machines_is_compensated_frame_by_frame() -> None:
@@ -126,27 +128,21 @@ def test_the_wire_between_the_machines_is_compensated_frame_by_frame() -> None:
         p50, p999 = r.latency.p50_ns / 1e9, r.latency.p999_ns / 1e9
         if p50 - DELAY > 0.0002 or p999 - DELAY > 0.001:
             return f"one-way p50 {p50 * 1e3:.3f} ms, p99.9 {p999 * 1e3:.3f} ms over 5 ms"
-        if r.verdict.level != "trusted":
-            return f"verdict {r.verdict.summary(3)}"
         return None
 
-    def woken(r: UdpResult) -> str | None:
-        assert r.verdict is not None
-        return next((x.message for x in r.verdict.reasons if x.code == "engine_woken_late"), None)
-
-    precise(measure, miss, disturbed=woken)
+    precise(measure, miss, disturbed=_woken)
 
 
 def test_a_wire_slower_than_the_link_is_seen_by_the_verdict() -> None:
-    # 6 ms of wire under a 5 ms link: every frame arrives after its release time.
+    # 6 ms of wire under a 5 ms link: every frame arrives after its release time, a
+    # millisecond late: 20 % of the delay, degraded (untrusted from 50 %).
     with Network(_spec_with_wire(0.006)) as net:
         _cut_over_wire(net)
         r = udp(net, "h1", "h2", 1_000, duration=1.5)
-    assert r.verdict is not None and r.verdict.level == "untrusted", r.verdict
+    assert r.verdict is not None and r.verdict.level != "trusted", r.verdict
     late = [x for x in r.verdict.reasons if x.code == "engine_late"]
     assert any(
-        "h2:h2-eth0 ba" in x.message and "the network between the machines took" in x.message
-        for x in late
+        "h2:h2-eth0 ba" in x.message and "after they left the other half" in x.message for x in late
     ), r.verdict.reasons
     assert r.latency.p50_ns >= 0.006 * 1e9  # what the wire took, not the link's 5 ms
 

@@ -225,7 +225,31 @@ impl Direction {
     /// A packet arrives at `now`.
     pub fn push(&mut self, now: u64, data: Vec<u8>) {
         let prefix = self.prefix.min(data.len());
-        self.enter(now, Packet::single(data, now, prefix));
+        self.enter(now, Packet::single(data, now, prefix), None);
+    }
+
+    /// A packet that left the other half of a cut link at `origin` (on this
+    /// direction's clock) arrives at `now`: it meets the direction's state,
+    /// loss and queue at `now` like any packet, but its time in the model
+    /// counts from `origin` (never later than `now`), so its delay runs from
+    /// when it left, whatever the network between the halves took. One whose
+    /// delay has run out by `now` is due at once, and late.
+    ///
+    /// ```
+    /// use link_core::{Direction, DirectionParams};
+    /// let p = DirectionParams { delay_ns: 5_000_000, ..Default::default() };
+    /// let mut d = Direction::new(p).unwrap();
+    /// // Left the other machine at 0, here 1 ms later: due at 5 ms, not 6.
+    /// d.push_from(1_000_000, 0, vec![0; 64]);
+    /// assert_eq!(d.next_deadline(), Some(5_000_000));
+    /// assert_eq!(d.poll(5_000_000).unwrap().scheduled_ns, 5_000_000);
+    /// // One that took 7 ms is due at once, 2 ms late.
+    /// d.push_from(17_000_000, 10_000_000, vec![0; 64]);
+    /// assert_eq!(d.poll(17_000_000).unwrap().scheduled_ns, 15_000_000);
+    /// ```
+    pub fn push_from(&mut self, now: u64, origin: u64, data: Vec<u8>) {
+        let prefix = self.prefix.min(data.len());
+        self.enter(now, Packet::single(data, now, prefix), Some(origin));
     }
 
     /// A *chunk* arrives at `now`: one buffer standing for `packets` wire
@@ -259,7 +283,7 @@ impl Direction {
             packets: packets.max(1),
             bytes: wire_bytes,
         };
-        self.enter(now, packet);
+        self.enter(now, packet, None);
     }
 
     /// How many wire packets of `segment_bytes` each the next chunk pushed
@@ -305,7 +329,7 @@ impl Direction {
     }
 
     /// An entry (one packet or a chunk) arrives at `now`.
-    fn enter(&mut self, now: u64, packet: Packet) {
+    fn enter(&mut self, now: u64, packet: Packet, origin: Option<u64>) {
         let now = self.clock(now);
         self.advance(now);
         let count = u64::from(packet.packets);
@@ -329,7 +353,7 @@ impl Direction {
         };
         let prefix = self.prefix.min(packet.data.len());
         for mut p in std::iter::once(packet).chain(copy) {
-            p.arrival_ns = now;
+            p.arrival_ns = origin.map_or(now, |o| o.min(now));
             if self
                 .corrupt
                 .apply(self.params.corrupt, &mut p.data[prefix..])

@@ -142,6 +142,13 @@ pub trait Endpoint: AsFd {
     }
     /// Frames the kernel dropped at this endpoint before the daemon read
     /// them (its queue towards the daemon was full).
+    /// For the frame just read from a cut link's half: when it left the
+    /// other half, on this machine's monotonic clock (its delay counts from
+    /// there; see [`crate::udp`]). None for every other endpoint.
+    fn origin(&self) -> Option<u64> {
+        None
+    }
+
     fn ingress_drops(&self) -> u64 {
         0
     }

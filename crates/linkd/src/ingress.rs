@@ -33,6 +33,8 @@ pub(crate) struct Ingress<'a> {
     pub header: usize,
     /// [`crate::state::Config::chunk_ns`].
     pub chunk_ns: u64,
+    /// When a cut link's frame left the other half (model time), if it is one.
+    pub origin: Option<u64>,
 }
 
 /// Push `frame`, read at `now`, into `st` (`segments` is scratch space).
@@ -45,7 +47,10 @@ pub(crate) fn enter(
 ) {
     let wire = at.header == 0 || VnetHdr::parse(frame).is_none_or(|h| h.is_wire());
     if wire {
-        st.dir.push(now, frame.to_vec());
+        match at.origin {
+            Some(origin) => st.dir.push_from(now, origin, frame.to_vec()),
+            None => st.dir.push(now, frame.to_vec()),
+        }
         return;
     }
     if !st.dir.params().needs_wire_packets() {

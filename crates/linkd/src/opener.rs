@@ -57,9 +57,15 @@ impl Endpoint for KernelEndpoint {
 
     fn rx_stamp(&self) -> Option<u64> {
         match self {
-            Self::Tap(_) => None,
+            Self::Tap(_) | Self::Udp(_) => None,
             Self::Xsk { xsk, .. } => xsk.rx_stamp(),
-            Self::Udp(u) => u.rx_stamp(),
+        }
+    }
+
+    fn origin(&self) -> Option<u64> {
+        match self {
+            Self::Udp(u) => u.origin(),
+            _ => None,
         }
     }
 

@@ -36,8 +36,8 @@ impl<O: Opener> Daemon<O> {
                 Ok(Map::new())
             }
             request if self.pool.is_some() => self.pool.as_mut().expect("checked").route(request),
-            Request::AddLink(req) => self.add_link(req),
-            Request::SetLink(req) => self.set_link(req),
+            Request::AddLink(req) => self.add_link(*req),
+            Request::SetLink(req) => self.set_link(*req),
             Request::SetState { link, up, at_ns } => self.set_state(&link, up, at_ns),
             Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),

@@ -38,6 +38,12 @@ impl<O: Opener> Daemon<O> {
                         Some(t) if t <= read && read - t < 1_000_000_000 => t,
                         _ => read,
                     });
+                    // A cut link's frame: its delay counts from when it left
+                    // the other half (never later than now).
+                    let origin = link.ends[side]
+                        .origin()
+                        .filter(|&t| t <= read)
+                        .map(|t| self.clock.at(t));
                     let frame = &self.buf[..n];
                     pushed = true;
                     let at = Ingress {
@@ -45,6 +51,7 @@ impl<O: Opener> Daemon<O> {
                         side,
                         header,
                         chunk_ns: self.config.chunk_ns,
+                        origin,
                     };
                     ingress::enter(&mut link.dirs[side], &at, now, frame, &mut self.segments);
                 }

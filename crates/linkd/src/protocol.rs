@@ -38,9 +38,9 @@ pub enum Request {
     /// page: every loop re-arms its timer).
     Clock,
     /// Create a link and its two endpoints.
-    AddLink(AddLink),
+    AddLink(Box<AddLink>),
     /// Replace the parameters of one or both directions of a link.
-    SetLink(SetLink),
+    SetLink(Box<SetLink>),
     /// Bring a link up or down, now or at a set instant.
     SetState {
         /// The link's name.
@@ -179,8 +179,8 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
             body_of::<Empty>(&op, body)?;
             Request::Hello
         }
-        "add_link" => Request::AddLink(body_of(&op, body)?),
-        "set_link" => Request::SetLink(body_of(&op, body)?),
+        "add_link" => Request::AddLink(Box::new(body_of(&op, body)?)),
+        "set_link" => Request::SetLink(Box::new(body_of(&op, body)?)),
         "divert" => Request::Divert(body_of(&op, body)?),
         "set_state" => {
             let b: SetStateBody = body_of(&op, body)?;

@@ -21,7 +21,7 @@
 //! **Where the delay is made.** The sending half shapes (rate, queue, loss)
 //! without delay; the receiving half's direction holds the delay, counted
 //! from the sender's `sent` stamp, carried over to this machine's clock
-//! ([`Udp::rx_stamp`]): a frame is released `delay` after it left the other
+//! ([`Endpoint::origin`]): a frame is released `delay` after it left the other
 //! machine, whatever the network took, as long as the network took less. So
 //! the network's own delay and jitter are compensated frame by frame, and a
 //! frame that arrives after its release time leaves at once and is counted
@@ -100,6 +100,8 @@ pub struct UdpCounters {
     pub rx_malformed: u64,
     /// Datagrams stamped in this machine's future (the clocks' offset is off).
     pub rx_ahead: u64,
+    /// ICMP port unreachable from the other half (not listening yet, or gone).
+    pub refused: u64,
 }
 
 /// One half of a cut link's tunnel (see the module doc).
@@ -182,6 +184,14 @@ impl Udp {
                 self.counters.tx_datagrams += 1;
                 Ok(())
             }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                // As in `recv`: the other half was not listening for an earlier
+                // datagram. This one is lost, like any frame sent before a link
+                // is up; the next is sent.
+                self.counters.refused += 1;
+                self.counters.tx_errors += 1;
+                Err(e)
+            }
             Err(e) => {
                 self.counters.tx_errors += 1;
                 Err(e)
@@ -204,7 +214,17 @@ impl Udp {
 impl Endpoint for Udp {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            let n = self.sock.recv(&mut self.rx)?;
+            let n = match self.sock.recv(&mut self.rx) {
+                Ok(n) => n,
+                // The other half was not there yet (or restarted): an ICMP port
+                // unreachable for an earlier datagram, reported here. Not an
+                // error of this end: count it and read on.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.counters.refused += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let (seq, sent) = match parse(&self.rx[..n]) {
                 Ok(h) => h,
                 Err(_) => {
@@ -260,7 +280,7 @@ impl Endpoint for Udp {
 
     /// When the frame just read left the other machine, on this machine's
     /// monotonic clock: its direction's delay counts from there.
-    fn rx_stamp(&self) -> Option<u64> {
+    fn origin(&self) -> Option<u64> {
         self.stamp
     }
 
@@ -286,6 +306,7 @@ impl Endpoint for Udp {
             "rx_reordered": c.rx_reordered,
             "rx_malformed": c.rx_malformed,
             "rx_ahead": c.rx_ahead,
+            "refused": c.refused,
             "wire_delay": {
                 "count": self.wire.len(),
                 "p50_ns": q(0.5),
@@ -357,7 +378,7 @@ mod tests {
         let mut buf = vec![0u8; 2048];
         let n = recv_wait(&mut b, &mut buf);
         assert_eq!(&buf[..n], &frame[..]);
-        let stamp = b.rx_stamp().expect("stamped");
+        let stamp = b.origin().expect("stamped");
         assert!(stamp <= now_ns());
         assert!(now_ns() - stamp < 1_000_000_000);
         assert_eq!(recv_wait(&mut b, &mut buf), 60);
@@ -408,6 +429,29 @@ mod tests {
         // never arrives; ours does.
         assert_eq!(recv_wait(&mut b, &mut buf), 64);
         assert_eq!(b.counters.rx_malformed, 0);
+    }
+
+    #[test]
+    fn a_peer_that_is_not_there_yet_is_not_fatal() {
+        let (pa, pb) = {
+            let a0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let b0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+            (a0.local_addr().unwrap(), b0.local_addr().unwrap())
+        };
+        let mut a = Udp::open(&spec(&pa.to_string(), &pb.to_string()), "a", 0).unwrap();
+        // Nobody at pb: the kernel answers port unreachable, seen at the next call.
+        let _ = a.send(&[1u8; 64]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut buf = vec![0u8; 2048];
+        let e = a.recv(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
+        assert_eq!(a.counters.refused, 1);
+        // The other half comes: frames flow.
+        let mut b = Udp::open(&spec(&pb.to_string(), &pa.to_string()), "b", 0).unwrap();
+        a.send(&[2u8; 64]).unwrap();
+        assert_eq!(recv_wait(&mut b, &mut buf), 64);
+        b.send(&[3u8; 64]).unwrap();
+        assert_eq!(recv_wait(&mut a, &mut buf), 64);
     }
 
     #[test]

@@ -197,15 +197,16 @@ class Agent:
             cut = shard["spec"].get("cutLinks", [])
             self.pending[name] = halves(whole_spec, cut, self.machine)
             self.wholes[name] = resolved(whole_spec)
-            # A part's own routes would miss every path through another machine: the
-            # whole topology's are installed once its cut links are carried.
-            spec.auto_routes = False
+            # The part's own routes miss every path through another machine: the
+            # whole topology's replace them once its cut links are carried.
             net = Network(spec, command=f"fidelnet cluster agent: shard {name}")
             self.runs[name] = net
             net.start()
         except (FidelnetError, ScenarioError, KubeError, OSError) as exc:
             log.error("agent %s: shard %s: %s", self.machine, name, exc)
             failed = self.runs.pop(name, None)
+            for held in (self.pending, self.wholes):
+                held.pop(name, None)
             if failed is not None:
                 failed.stop()
             self._status(shard, {"phase": "Failed", "message": str(exc)})
@@ -233,8 +234,6 @@ class Agent:
             },
         )
         log.info("agent %s: shard %s running as run %s", self.machine, name, net.run_id)
-        if not self.pending.get(name):
-            self._routes(name)
 
     def _carry(self, shard: Json) -> None:
         """Build the halves whose other machine's wire address is known."""

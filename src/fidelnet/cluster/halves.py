@@ -117,6 +117,10 @@ def halves(spec: TopologySpec, cut: Sequence[Mapping[str, Any]], machine: str) -
     whole = resolved(spec)
     out = []
     for c in cut:
+        missing = [k for k in ("name", "index", "a", "b", "aMachine", "bMachine", "ordinal")
+                   if k not in c]  # fmt: skip
+        if missing:
+            raise FidelnetError(f"cut link {c.get('name')}: no {', '.join(missing)}")
         index = int(c["index"])
         if not 0 <= index < len(whole.links):
             raise FidelnetError(f"cut link {c.get('name')}: index {index} out of range")

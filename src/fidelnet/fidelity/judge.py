@@ -190,11 +190,10 @@ def _engine(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
         # longer for than the link's delay arrived after their release time.
         if e.wire_p999_ns is not None and e.wire_p999_ns + WOKEN_SLACK_NS >= e.delay_s * 1e9:
             cause += (
-                f"; the network between the machines took up to "
-                f"{_fmt_ns(e.wire_max_ns or e.wire_p999_ns)} (p99.9 "
-                f"{_fmt_ns(e.wire_p999_ns)}), the link's delay is "
-                f"{_fmt_ns(e.delay_s * 1e9)}: a cut link cannot be faster than the "
-                "network under it"
+                f"; frames were read up to {_fmt_ns(e.wire_max_ns or e.wire_p999_ns)} "
+                f"(p99.9 {_fmt_ns(e.wire_p999_ns)}) after they left the other half, the "
+                f"link's delay is {_fmt_ns(e.delay_s * 1e9)}: the network between the "
+                "machines (or this machine, reading them late) was slower than the link"
             )
         if e.delay_s > 0:
             pct = 100 * late / (e.delay_s * 1e9)
