@@ -117,3 +117,64 @@ def test_a_regression_check_in_the_scenario_file(tmp_path: Path) -> None:
 
     precise(lambda: measure(same), wants(0, "passed"))
     precise(lambda: measure(slow), wants(1, "failed"))
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "regression.md"
+
+
+def _gate_steps() -> list[str]:
+    """The ``run`` commands of the steps named ``gate: ...`` of the CI job in
+    docs/regression.md, in order."""
+    import re
+
+    import yaml
+
+    text = DOCS.read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "latency gate" in b)
+    job = yaml.safe_load(block)["jobs"]["gate"]
+    steps = [s["run"] for s in job["steps"] if str(s.get("name", "")).startswith("gate:")]
+    assert len(steps) == 2, steps
+    return steps
+
+
+def test_the_ci_job_in_the_docs_runs_as_written(tmp_path: Path) -> None:
+    """The documented job's steps, run by bash in a checkout-like directory (the
+    scenario under scenarios/, the baseline made here first), as root: `sudo` is
+    dropped, ``$FIDELNET`` is this interpreter's fidelnet."""
+    steps = _gate_steps()
+    (tmp_path / "scenarios").mkdir()
+    env = {**os.environ, "FIDELNET": f"{sys.executable} -m fidelnet"}
+    counter = iter(range(100))
+
+    def job(scenario_text: str) -> list[int]:
+        i = next(counter)
+        work = tmp_path / f"checkout-{i}"
+        (work / "scenarios").mkdir(parents=True)
+        (work / "scenarios" / "service.yaml").write_text(scenario_text)
+        base = work / "baseline"
+        _run(DATA / "gate.yaml", tmp_path / f"base-out-{i}", "--save-baseline", str(base))
+        codes = []
+        for cmd in steps:
+            line = cmd.strip().removeprefix("sudo ")
+            done = subprocess.run(["bash", "-c", line], cwd=work, env=env, timeout=300,
+                                  capture_output=True, text=True, check=False)  # fmt: skip
+            codes.append(done.returncode)
+            if done.returncode not in (0, 1, 3):
+                raise AssertionError(f"{line}: exit {done.returncode}: {done.stdout}{done.stderr}")
+        assert (work / "results" / "gate.xml").exists()
+        return codes
+
+    def wants(code: int) -> object:
+        def miss(codes: list[int]) -> str | None:
+            if codes == [0, code]:
+                return None
+            # Inconclusive (3) on a disturbed machine, or its run's other check
+            # inconclusive (1 from the test step): measure again.
+            assert codes[1] in (code, 3) or codes[0] != 0, codes
+            return f"exit codes {codes}"
+
+        return miss
+
+    gate = (DATA / "gate.yaml").read_text()
+    precise(lambda: job(gate), wants(0))
+    precise(lambda: job(gate.replace("delay: 50ms", "delay: 65ms")), wants(1))

@@ -157,6 +157,36 @@ def test_baselines_are_saved_paired_and_compared_from_the_command_line(tmp_path:
     assert bad_metric.exit_code == 2 and "metric" in bad_metric.output
 
 
+def test_compare_writes_junit_a_regression_fails_and_inconclusive_is_skipped(
+    tmp_path: Path,
+) -> None:
+    from fidelnet.report.junit import parse_junit
+
+    base = tmp_path / "baseline"
+    baseline.save(_results(tmp_path, 10e6, 1), base)
+    xml = tmp_path / "compare.xml"
+    runner = CliRunner()
+    worse = runner.invoke(
+        compare_cmd,
+        [str(base), str(_results(tmp_path, 14e6, 3)), "--metric", "p99", "--junit", str(xml)],
+    )
+    assert worse.exit_code == 1, worse.output
+    (suite,) = parse_junit(xml)
+    (case,) = suite.checks
+    assert suite.name == "compare" and case.status == "failed"
+    assert case.name == "two-hosts/run-1/load.json p99 ±10 %"
+    assert case.message.startswith("regressed: change +")
+    # A tolerance the noise cannot decide: inconclusive, a skip with the reason.
+    near = runner.invoke(
+        compare_cmd,
+        [str(base), str(_results(tmp_path, 10.6e6, 4)), "--metric", "p50:6", "--junit",
+         str(xml)],
+    )  # fmt: skip
+    assert near.exit_code == 3, near.output
+    (case,) = parse_junit(xml)[0].checks
+    assert case.status == "skipped" and case.message.startswith("inconclusive"), case
+
+
 def test_a_baseline_never_overwrites_a_directory_that_is_not_one(tmp_path: Path) -> None:
     other = tmp_path / "docs"
     other.mkdir()

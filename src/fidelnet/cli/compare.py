@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from typing import Any
 
 import click
 
@@ -58,6 +59,14 @@ def _interval(iv: object, metric: str) -> str:
 @click.option("--confidence", default=0.95, show_default=True, help="Of each interval.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @click.option("--inconclusive-ok", is_flag=True, help="Exit 0, not 3, when nothing regressed.")
+@click.option(
+    "--junit",
+    "junit_path",
+    default=None,
+    metavar="FILE",
+    help="Also write JUnit XML: one testcase per result and metric; regressed a failure, "
+    "inconclusive skipped with the reason.",
+)
 def compare(
     baseline: str,
     results: str,
@@ -65,6 +74,7 @@ def compare(
     confidence: float,
     as_json: bool,
     inconclusive_ok: bool,
+    junit_path: str | None,
 ) -> None:
     """Compare RESULTS (a results directory) with BASELINE (made by ``fidelnet test
     --save-baseline``): per result file and metric, same, improved, regressed or
@@ -93,6 +103,8 @@ def compare(
         rows += compare_one(rel, base, now, chosen or default_metrics(base.result), confidence)
     worst = max((r.decision for r in rows), key=DECISIONS.index)
     joint = 2 * confidence - 1
+    if junit_path:
+        _junit(junit_path, rows, confidence, baseline)
     if as_json:
         doc = {
             "decision": worst,
@@ -136,3 +148,33 @@ def compare(
         sys.exit(EXIT_REGRESSED)
     if worst == "inconclusive" and not inconclusive_ok:
         sys.exit(EXIT_INCONCLUSIVE)
+
+
+def _junit(path: str, rows: list[Any], confidence: float, baseline: str) -> None:
+    """One suite ``compare``, one testcase per comparison: ``regressed`` a failure,
+    ``inconclusive`` skipped with its reasons (never a pass), ``same`` and
+    ``improved`` passed; measured and expected are the two intervals."""
+    from fidelnet.report.junit import CheckOutcome, SuiteOutcome, write_junit
+
+    status = {"regressed": "failed", "inconclusive": "skipped"}
+    checks = []
+    for r in rows:
+        now, base = _interval(r.current, r.metric.name), _interval(r.baseline, r.metric.name)
+        why = "; ".join(r.reasons)
+        message = f"{r.decision}: change {r.change_text()}" + (f" ({why})" if why else "")
+        checks.append(
+            CheckOutcome(
+                name=f"{r.name} {r.metric.describe()}",
+                status=status.get(r.decision, "passed"),  # type: ignore[arg-type]
+                measured=now,
+                expected=f"as the baseline {base}",
+                message=message,
+                classname="fidelnet.compare",
+            )
+        )
+    suite = SuiteOutcome(
+        "compare",
+        checks,
+        properties={"baseline": baseline, "confidence_each": f"{confidence:g}"},
+    )
+    write_junit(path, [suite])
