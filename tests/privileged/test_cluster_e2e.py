@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from _precision import precise
 from fidelnet import Network
 from fidelnet.cluster import objects
 from fidelnet.cluster.controller import Controller
@@ -369,12 +370,17 @@ def test_a_cut_link_over_a_slow_wire_keeps_its_configured_delay(
         assert WIRE_DELAY * 1e9 <= clock["oneWayNs"] < 5 * WIRE_DELAY * 1e9, clock
     h1 = next(s for s in shards if "h1" in s["status"]["nodes"])["status"]
     argv = ["ip", "netns", "exec", f"fn{h1['runId']}-h1", "ping", "-c", "20", "-i", "0.05"]
-    done = subprocess.run([*argv, "10.3.2.10"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"h1 -> h2 across the cut: {done.stdout}{done.stderr}"
-    rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", done.stdout))
-    assert len(rtts) == 20, done.stdout
-    # 2 x 5 ms and never less; the wire's 2 x 1 ms would make it 12 ms on top.
-    assert rtts[0] >= 10.0, rtts
-    assert rtts[10] < 11.0, rtts
+
+    def pings() -> list[float]:
+        done = subprocess.run([*argv, "10.3.2.10"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"h1 -> h2 across the cut: {done.stdout}{done.stderr}"
+        rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", done.stdout))
+        assert len(rtts) == 20, done.stdout
+        assert rtts[0] >= 10.0, rtts  # 2 x 5 ms, never less, on every attempt
+        return rtts
+
+    # The median: 2 x 5 ms; the wire's 2 x 1 ms would make it 12 ms on top. A
+    # precision claim (a stalled machine delays pings too): tests/_precision.py.
+    precise(pings, lambda rtts: None if rtts[10] < 11.0 else f"median {rtts[10]} ms")
     runs = [s["status"]["runId"] for s in shards]
     _delete_and_check_gone(cluster, "wired", runs)

@@ -20,17 +20,28 @@ def test_overload_is_flagged(case: Case) -> None:
     assert out.summary.startswith(out.level)
 
 
-def _woken_late(v: Verdict) -> str | None:
+MACHINE = {"steal", "timer_late"}
+"""Reasons measured outside fidelnet's data path: the hypervisor's steal and the
+monitor's own timer probe waking late."""
+
+
+def _machine(v: Verdict) -> str | None:
     """What the run's own record says the machine did, when that accounts for every
-    reason the verdict is not trusted: the engine's timer wake-ups were late by as
-    much as its releases (see fidelnet.fidelity.judge, ``engine_woken_late``)."""
-    note = next((r for r in v.reasons if r.code == "engine_woken_late"), None)
+    reason the verdict is not trusted: steal, the timer probe woken late, and engine
+    lateness the engine's timer wake-ups account for (``engine_woken_late``, see
+    fidelnet.fidelity.judge). None when any reason is left unexplained."""
     problems = v.problems()
-    if note is None or not all(
-        r.code == "engine_late" and "after its timer" in r.message for r in problems
-    ):
+    note = next((r for r in v.reasons if r.code == "engine_woken_late"), None)
+    for r in problems:
+        if r.code in MACHINE:
+            continue
+        if r.code == "engine_late" and note is not None and "after its timer" in r.message:
+            continue
         return None
-    return note.message
+    seen = [r.message for r in problems if r.code in MACHINE]
+    if note is not None:
+        seen.insert(0, note.message)
+    return "; ".join(seen) or None
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.overload], ids=lambda c: c.name)
@@ -40,13 +51,14 @@ def test_clean_run_is_trusted(case: Case) -> None:
     # is that a clean run on a machine that gives it its cores is trusted: measured up
     # to three times (tests/_precision.py). The 10 ms engine link is sensitive to a
     # single late timer interrupt, which the CI VMs deliver up to 12 ms late about
-    # once a second: an attempt whose record shows the engine woken that late is
-    # disturbed (not counted for or against), and five attempts are allowed.
+    # once a second: an attempt whose every reason is the machine's (steal, the timer
+    # probe woken late, the engine woken as late as it released) is disturbed, not
+    # counted for or against, and five attempts are allowed.
     precise(
         lambda: case.run(1.5),
         lambda v: None if v.level == "trusted" else f"{case.name}: {v.summary(3)}",
         attempts=5 if case.name == "clean-engine" else 3,
-        disturbed=_woken_late,
+        disturbed=_machine,
     )
 
 
