@@ -18,7 +18,8 @@ use std::os::unix::ffi::OsStrExt;
 pub const USAGE: &str = "\
 Usage: fidelnet-exec [--setsid] [--ctty] [--cgroup PROCSFILE]... [--net NETNS_PATH]
                      [--join-pid PID] [--new-mount] [--mount-base NS_PATH]
-                     [--hostname NAME] [--cwd DIR] -- PROGRAM [ARGS...]
+                     [--hostname NAME] [--unmount PATH]... [--cwd DIR]
+                     -- PROGRAM [ARGS...]
 
 Start PROGRAM inside a fidelnet node. Setup runs in this order, whatever the
 order of the options, and any setup failure is fatal:
@@ -40,6 +41,11 @@ order of the options, and any setup failure is fatal:
                        working directory is re-entered by path if it exists
                        there, else it is /
   --hostname NAME      set the hostname; requires --new-mount
+  --unmount PATH       detach the mount at PATH in a mount namespace of this
+                       program's own (a new one, / made rprivate, unless
+                       --new-mount made it); may be repeated. For a program
+                       that must not see a mount: crun refuses a hybrid
+                       cgroup tree whose v2 part holds controllers
   --cwd DIR            change the working directory to DIR
 
   --help               print this help and exit
@@ -95,6 +101,8 @@ pub struct Options {
     pub mount_base: Option<OsString>,
     /// `--hostname` (implies `new_mount`, checked by the parser).
     pub hostname: Option<OsString>,
+    /// `--unmount` paths, in command-line order.
+    pub unmounts: Vec<OsString>,
     /// `--cwd`.
     pub cwd: Option<OsString>,
     /// PROGRAM followed by its ARGS; never empty.
@@ -165,6 +173,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     let mut hostname: Option<OsString> = None;
     let mut mount_base: Option<OsString> = None;
     let mut cwd: Option<OsString> = None;
+    let mut unmounts = Vec::new();
 
     let mut i = 0;
     let argv = loop {
@@ -190,7 +199,13 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         let flag = String::from_utf8_lossy(flag).into_owned();
         let takes_value = matches!(
             flag.as_str(),
-            "--cgroup" | "--net" | "--join-pid" | "--hostname" | "--cwd" | "--mount-base"
+            "--cgroup"
+                | "--net"
+                | "--join-pid"
+                | "--hostname"
+                | "--cwd"
+                | "--mount-base"
+                | "--unmount"
         );
         let value = if takes_value {
             match inline {
@@ -221,6 +236,12 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
                 }
                 cgroups.push(value);
             }
+            "--unmount" => {
+                if value.is_empty() {
+                    return err(format!("option '{flag}' needs a non-empty value"));
+                }
+                unmounts.push(value);
+            }
             "--net" => set_once(&mut net, &flag, value)?,
             "--join-pid" => set_once(&mut join_pid, &flag, value)?,
             "--hostname" => set_once(&mut hostname, &flag, value)?,
@@ -243,6 +264,9 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
             }
             if hostname.is_some() {
                 return err("'--join-pid' cannot be combined with '--hostname'".to_string());
+            }
+            if !unmounts.is_empty() {
+                return err("'--join-pid' cannot be combined with '--unmount'".to_string());
             }
             Join::Pid(parse_pid(&pid)?)
         }
@@ -267,6 +291,7 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         new_mount,
         mount_base,
         hostname,
+        unmounts,
         cwd,
         argv: argv.to_vec(),
     }))
@@ -299,6 +324,23 @@ mod tests {
             Err(UsageError(msg)) => msg,
             other => panic!("expected a usage error for {v:?}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn unmount_repeats_and_excludes_join_pid() {
+        let o = run(&[
+            "--unmount",
+            "/sys/fs/cgroup/unified",
+            "--unmount=/x",
+            "--",
+            "crun",
+        ]);
+        assert_eq!(o.unmounts, os(&["/sys/fs/cgroup/unified", "/x"]));
+        assert!(!o.new_mount);
+        assert!(
+            usage_err(&["--join-pid", "1", "--unmount", "/x", "--", "p"]).contains("--unmount")
+        );
+        assert!(usage_err(&["--unmount=", "--", "p"]).contains("non-empty"));
     }
 
     #[test]

@@ -149,6 +149,19 @@ pub fn setup(opts: &Options) -> Result<(), Failure> {
     if let Some(name) = &opts.hostname {
         ns::sethostname(name).map_err(|e| setup_failure("sethostname", e, name))?;
     }
+    if !opts.unmounts.is_empty() {
+        if !opts.new_mount {
+            ns::unshare(libc::CLONE_NEWNS)
+                .map_err(|e| setup_failure("unshare", e, OsStr::new("CLONE_NEWNS")))?;
+            let root = cstring(b"/").expect("no NUL in literal");
+            ns::mount(None, &root, None, libc::MS_REC | libc::MS_PRIVATE)
+                .map_err(|e| setup_failure("mount", e, OsStr::new("make / rprivate")))?;
+        }
+        for path in &opts.unmounts {
+            let target = cstring(path.as_bytes()).map_err(|e| setup_failure("umount", e, path))?;
+            ns::umount_detach(&target).map_err(|e| setup_failure("umount", e, path))?;
+        }
+    }
 
     // f. Working directory.
     if let Some(dir) = &opts.cwd {

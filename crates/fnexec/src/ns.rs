@@ -67,6 +67,13 @@ pub fn mount(
     })
 }
 
+/// `umount2(target, MNT_DETACH)`: detach the mount at `target` (in this
+/// process's mount namespace only, when it is a private one).
+pub fn umount_detach(target: &CStr) -> io::Result<()> {
+    // SAFETY: `target` is a NUL-terminated string that outlives the call.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })
+}
+
 /// `sethostname(name)` in the current UTS namespace.
 pub fn sethostname(name: &OsStr) -> io::Result<()> {
     let bytes = name.as_bytes();

@@ -37,6 +37,7 @@ from fidelnet.compat.node import (
     Controller,
     CPULimitedHost,
     DefaultController,
+    Docker,
     Host,
     LinuxBridge,
     NullController,
@@ -69,6 +70,7 @@ HOSTS: dict[str, Any] = {
     "cfs": specialClass(CPULimitedHost, defaults={"sched": "cfs"}),
     "rt": specialClass(CPULimitedHost, defaults={"sched": "rt"}),
     "vm": VMHost,  # a QEMU virtual machine per host (docs/vm.md); vm,memory=512M,cpus=2
+    "docker": Docker,  # a container per host (docs/containers.md); docker,dimage=NAME
 }
 CONTROLLERS: dict[str, Any] = {
     "default": DefaultController,

@@ -37,7 +37,7 @@ from fidelnet.topology.addressing import assign_ips
 from fidelnet.topology.validate import validate
 from fidelnet.vt import run as vt_run
 
-__all__ = ["VERSION", "Mininet", "MininetWithControlNet"]
+__all__ = ["VERSION", "Containernet", "Mininet", "MininetWithControlNet"]
 
 VERSION = "2.3.0"
 
@@ -428,3 +428,19 @@ class Mininet(NetRunning, NetTests):
 class MininetWithControlNet(Mininet):
     """Mininet with a control network; fidelnet's switches need none, so it is the
     same network."""
+
+
+class Containernet(Mininet):
+    """Containernet's network: Mininet's, and hosts from OCI images
+    (:class:`fidelnet.compat.node.Docker`, docs/containers.md)."""
+
+    def addDocker(self, name: str, cls: Any = None, **params: Any) -> Any:
+        """A host running the image ``dimage`` (Containernet's ``addDocker``)."""
+        from fidelnet.compat._docker import Docker
+
+        return self.addHost(name, cls=cls or Docker, **params)
+
+    def removeDocker(self, name: Any, **params: Any) -> None:
+        """Stop and remove a Docker host, by name or node (Containernet's)."""
+        del params
+        self.delHost(self.nameToNode[name] if isinstance(name, str) else name)

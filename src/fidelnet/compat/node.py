@@ -1,6 +1,7 @@
 """Mininet's ``mininet.node``: nodes, hosts, switches and controllers on fidelnet.
 
-- :class:`Node`, :class:`Host` (``_node``), :class:`CPULimitedHost` (``_cpuhost``);
+- :class:`Node`, :class:`Host` (``_node``), :class:`CPULimitedHost` (``_cpuhost``),
+  Containernet's :class:`Docker` (``_docker``);
 - :class:`Switch`, :class:`LinuxBridge`, :class:`OVSSwitch` (= ``OVSKernelSwitch``),
   :class:`OVSBridge`, :class:`UserSwitch` on the run's own Open vSwitch, and
   :class:`IVSSwitch`, refused (``_switch``);
@@ -22,6 +23,7 @@ from fidelnet.compat._controller import (
     findController,
 )
 from fidelnet.compat._cpuhost import CPULimitedHost
+from fidelnet.compat._docker import Docker
 from fidelnet.compat._node import Host, Node
 from fidelnet.compat._switch import (
     IVSSwitch,
@@ -39,6 +41,7 @@ __all__ = [
     "CPULimitedHost",
     "Controller",
     "DefaultController",
+    "Docker",
     "Host",
     "IVSSwitch",
     "LinuxBridge",

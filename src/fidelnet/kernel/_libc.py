@@ -50,10 +50,16 @@ def setns(fd: int, nstype: int) -> None:
     _check(_libc.setns(fd, nstype), "setns")
 
 
-def mount(source: str, target: str, fstype: str | None, flags: int) -> None:
+def mount(
+    source: str, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     _check(
         _libc.mount(
-            source.encode(), target.encode(), fstype.encode() if fstype else None, flags, None
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data is not None else None,
         ),
         f"mount {target}",
     )

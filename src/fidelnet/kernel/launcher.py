@@ -64,8 +64,10 @@ def exec_argv(
     session: bool = False,
     ctty: bool = False,
     cwd: str | None = None,
+    unmounts: Sequence[str] = (),
 ) -> list[str]:
-    """The full argv that runs ``argv`` inside a node."""
+    """The full argv that runs ``argv`` inside a node; ``unmounts``: mounts the
+    program must not see (detached in a mount namespace of its own)."""
     if not argv:
         raise NodeError("empty command: nothing to run")
     out = [find_exec()]
@@ -85,6 +87,8 @@ def exec_argv(
             out += ["--mount-base", mount_base]
     if hostname:
         out += ["--hostname", hostname]
+    for path in unmounts:
+        out += ["--unmount", path]
     if cwd:
         out += ["--cwd", cwd]
     out.append("--")

@@ -197,6 +197,8 @@ def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
         "sysctl": ("path",),
         "sysctl_add": ("path",),
         "mount": ("path",),
+        "overlay": ("path",),
+        "container": ("root", "id"),
         "hostintf": ("ifname", "index"),
         "iptables": ("id",),
         "sriov": ("pf", "root"),

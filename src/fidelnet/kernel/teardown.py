@@ -103,6 +103,24 @@ def _mount(rec: dict[str, Any], _run_id: str) -> None:
     xdp.umount_bpffs(str(rec["path"]))
 
 
+def _container(rec: dict[str, Any], _run_id: str) -> None:
+    """A container node's container (:mod:`fidelnet.nodes.container`): deleted by the
+    run's own crun state directory and its id, never by name in the user's."""
+    from fidelnet.kernel import oci
+
+    root = os.path.realpath(str(rec["root"]))
+    if os.path.dirname(root) != os.path.realpath(state.STATE_DIR):
+        raise StateError(f"refusing crun state {root}: not a run directory")
+    oci.delete(root, str(rec["id"]))
+
+
+def _overlay(rec: dict[str, Any], _run_id: str) -> None:
+    """A container node's root file system: unmounted if it still is mounted."""
+    from fidelnet.kernel import oci
+
+    oci.umount(str(rec["path"]))
+
+
 def _info(_rec: dict[str, Any], _run_id: str) -> None:
     """A note in the state file (a link's backend), nothing to remove."""
 
@@ -123,6 +141,8 @@ _REMOVERS: dict[str, Callable[[dict[str, Any], str], None]] = {
     "sysctl": _sysctl,
     "sysctl_add": _sysctl_add,
     "mount": _mount,
+    "overlay": _overlay,
+    "container": _container,
     "hostintf": hostintf.give_back,
     "sriov": sriov.release,
     "iptables": iptables.remove,
@@ -222,7 +242,7 @@ def still_there(removed: list[dict[str, Any]], run_id: str) -> list[str]:
             out.append(f"cgroup {where}: still exists after removal")
         elif kind in ("file", "tree", "tmpdir") and os.path.lexists(where):
             out.append(f"{kind} {where}: still exists after removal")
-        elif kind == "mount" and os.path.ismount(where):
+        elif kind in ("mount", "overlay") and os.path.ismount(where):
             out.append(f"mount {where}: still mounted after removal")
         elif kind == "link":
             links.append(str(rec["ifname"]))

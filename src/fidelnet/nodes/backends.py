@@ -19,6 +19,10 @@ def make_backend(kind: str) -> NodeBackend:
         from fidelnet.nodes.qemu import QemuBackend
 
         return QemuBackend()
+    if kind == "container":
+        from fidelnet.nodes.container import ContainerBackend
+
+        return ContainerBackend()
     raise UnsupportedError(
         f"a node backend {kind!r}", "a node", f"choose one of {', '.join(NODE_BACKENDS)}"
     )

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from fidelnet.nodes.intf import Interface
     from fidelnet.nodes.node import Node
 
-__all__ = ["IPV6_OFF", "NetnsBackend"]
+__all__ = ["IPV6_OFF", "NetnsBackend", "make_namespace"]
 
 IPV6_OFF = ("net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6")
 """The sysctls that turn IPv6 off in a namespace, set before its first device."""
@@ -33,17 +33,7 @@ class NetnsBackend:
     host_cpus = True
 
     def create(self, node: Node) -> None:
-        net = node.net
-        name = net.ns_name(node.name)
-        with net._owning("netns", name=name):
-            node.netns = ns.create(name)
-        nl = node.netlink()
-        if not net.spec.ipv6:
-            # Before any device exists, so none ever gets an IPv6 address or sends
-            # DAD, router solicitations or MLD reports (docs/scale.md).
-            for key in IPV6_OFF:
-                nl.write_sysctl(key, "1")
-        nl.set_link(1, state="up")
+        make_namespace(node)
 
     def start(self, nodes: Sequence[Node]) -> None:
         del nodes  # a namespace runs as soon as it exists
@@ -79,3 +69,19 @@ class NetnsBackend:
 
     def close(self, node: Node) -> None:
         del node  # the namespace is the run's to remove
+
+
+def make_namespace(node: Node) -> None:
+    """The node's network namespace, recorded before it exists, with its loopback up
+    (and IPv6 off when the topology has none); ``node.netns`` is set on return."""
+    net = node.net
+    name = net.ns_name(node.name)
+    with net._owning("netns", name=name):
+        node.netns = ns.create(name)
+    nl = node.netlink()
+    if not net.spec.ipv6:
+        # Before any device exists, so none ever gets an IPv6 address or sends
+        # DAD, router solicitations or MLD reports (docs/scale.md).
+        for key in IPV6_OFF:
+            nl.write_sysctl(key, "1")
+    nl.set_link(1, state="up")

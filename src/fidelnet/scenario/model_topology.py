@@ -294,6 +294,28 @@ class VM(_Model):
     """Seconds the guest may take to answer after it starts."""
 
 
+class Container(_Model):
+    """How a container node (``image:``) runs its image, beyond the image's own config."""
+
+    command: list[str] | None = None
+    """Replaces the image's ``Cmd``: ``["bird", "-f"]``."""
+    entrypoint: list[str] | None = None
+    """Replaces the image's ``Entrypoint`` (and its ``Cmd``, unless ``command`` is given)."""
+    env: dict[str, str] = {}
+    """Added to the image's environment."""
+    volumes: list[str] = []
+    """Bind mounts: ``/host/dir:/in/container`` or ``/host/file:/in/container:ro``
+    (relative host paths are from the scenario file's directory)."""
+    workdir: str | None = None
+    """Replaces the image's working directory."""
+    user: str | None = None
+    """Replaces the image's user: a name or uid, optionally ``:group``."""
+    privileged: bool = False
+    """Every capability, nothing masked (default: Docker's set and NET_ADMIN)."""
+    cap_add: list[str] = []
+    """Capabilities beyond the default set: ``[SYS_ADMIN]``."""
+
+
 class Node(_Model):
     """A node the scenario adds to the builder's (if any). ``lg: {}`` or ``lg:`` (empty)
     is a host with every default."""
@@ -328,10 +350,18 @@ class Node(_Model):
     openflow: OpenFlow | None = None
     """OpenFlow options (switches on the ``ovs`` datapath)."""
     backend: Annotated[NodeBackendKind, BeforeValidator(_node_backend)] = "netns"
-    """How the node is made: ``netns`` (a network namespace) or ``qemu`` (a virtual
-    machine: its own kernel; hosts and routers); ``cgroup`` planned."""
+    """How the node is made: ``netns`` (a network namespace), ``qemu`` (a virtual
+    machine: its own kernel) or ``container`` (an OCI image, ``image:``); hosts and
+    routers; ``cgroup`` planned."""
     vm: VM | None = None
     """The machine, with ``backend: qemu`` (default: 1 vCPU, 256 MiB, fidelnet's image)."""
+    image: str | None = None
+    """An OCI image to run the node from (``backend: container``, the default when an
+    image is given): ``oci-archive:PATH``, ``docker-archive:PATH`` (``docker save``),
+    ``oci:DIR``, a path, or the name or digest of an image imported with ``fidelnet
+    image import``. Pinned by digest in the results."""
+    container: Container | None = None
+    """How the image runs: command, entrypoint, env, volumes, workdir, user, privileged."""
 
 
 class Link(_Model):

@@ -31,10 +31,12 @@ from fidelnet.errors import ValidationError
 from fidelnet.scenario import model_vt
 from fidelnet.scenario.errors import NO_VALUE, Path, Problem
 from fidelnet.topology.spec import (
+    ContainerSpec,
     ControllerSpec,
     ExternalSpec,
     LinkParams,
     LinkSpec,
+    NodeBackendKind,
     NodeSpec,
     OpenFlowSpec,
     SriovSpec,
@@ -45,7 +47,7 @@ from fidelnet.topology.validate import problems as topology_problems
 
 if TYPE_CHECKING:
     from fidelnet.scenario.model import LinkParamsModel, OpenFlow, Scenario
-    from fidelnet.scenario.model_topology import VM
+    from fidelnet.scenario.model_topology import VM, Node
 
 __all__ = ["Built", "build", "spec_problems"]
 
@@ -161,8 +163,9 @@ def build(scenario: Scenario) -> Built:
                 mld_snooping=node.mld_snooping,
                 fastpath=node.fastpath,
                 openflow=_openflow(node.openflow),
-                backend=node.backend,
+                backend=_backend(node),
                 vm=_vm(node.vm),
+                container=_container(node, base_dir),
             )
         )
     for own in topo.links:
@@ -301,6 +304,44 @@ def spec_problems(scenario: Scenario, built: Built) -> list[Problem]:
         seen.add((path, problem.message))
         found.append(problem)
     return found
+
+
+def _backend(node: Node) -> NodeBackendKind:
+    """``container`` when the node names an image and no backend."""
+    if node.image is not None and "backend" not in node.model_fields_set:
+        return "container"
+    return node.backend
+
+
+def _container(node: Node, base_dir: FsPath | None) -> ContainerSpec | None:
+    if node.image is None and node.container is None:
+        return None
+    c = node.container
+    image = node.image or ""
+    for prefix in ("oci-archive:", "docker-archive:", "oci:", ""):
+        rest = image[len(prefix) :]
+        if image.startswith(prefix) and rest.startswith(("./", "../")) and base_dir is not None:
+            image = prefix + str(base_dir / rest)
+            break
+    if c is None:
+        return ContainerSpec(image=image)
+    volumes = []
+    for vol in c.volumes:
+        host, sep, rest = vol.partition(":")
+        if base_dir is not None and host and not host.startswith("/"):
+            host = str(base_dir / host)
+        volumes.append(host + sep + rest)
+    return ContainerSpec(
+        image=image,
+        command=tuple(c.command) if c.command is not None else None,
+        entrypoint=tuple(c.entrypoint) if c.entrypoint is not None else None,
+        env=tuple(c.env.items()),
+        volumes=tuple(volumes),
+        workdir=c.workdir,
+        user=c.user,
+        privileged=c.privileged,
+        cap_add=tuple(c.cap_add),
+    )
 
 
 def _vm(vm: VM | None) -> VMSpec | None:

@@ -34,6 +34,7 @@ __all__ = [
     "VM_ACCELS",
     "VM_MIN_MEMORY_MB",
     "AutoTdf",
+    "ContainerSpec",
     "ControllerKind",
     "ControllerSpec",
     "EngineEndpoint",
@@ -65,10 +66,11 @@ FASTPATHS: tuple[str, ...] = ("xdp",)
 Datapath = Literal["auto", "bridge", "bpf", "ovs"]
 DATAPATHS: tuple[str, ...] = ("auto", "bridge", "bpf", "ovs")
 
-NodeBackendKind = Literal["netns", "qemu"]
-NODE_BACKENDS: tuple[str, ...] = ("netns", "qemu")
-"""How a node is made (:mod:`fidelnet.nodes._base`): ``netns`` (a network namespace)
-or ``qemu`` (a virtual machine, :mod:`fidelnet.nodes.qemu`)."""
+NodeBackendKind = Literal["netns", "qemu", "container"]
+NODE_BACKENDS: tuple[str, ...] = ("netns", "qemu", "container")
+"""How a node is made (:mod:`fidelnet.nodes._base`): ``netns`` (a network namespace),
+``qemu`` (a virtual machine, :mod:`fidelnet.nodes.qemu`) or ``container`` (an OCI
+image run by crun in the node's namespace, :mod:`fidelnet.nodes.container`)."""
 VmAccel = Literal["auto", "kvm", "tcg"]
 VM_ACCELS: tuple[str, ...] = ("auto", "kvm", "tcg")
 
@@ -175,6 +177,7 @@ class NodeSpec:
     in_namespace: bool = True
     backend: NodeBackendKind = "netns"  # hosts and routers: how the node is made
     vm: VMSpec | None = None  # backend qemu: the machine (None: VMSpec's defaults)
+    container: ContainerSpec | None = None  # backend container: its image and options
     opts: dict[str, object] = field(default_factory=dict)  # front-door extras, kept for them
 
 
@@ -275,6 +278,32 @@ class VMSpec:
     cmdline: str = ""
     accel: VmAccel = "auto"
     boot_timeout_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """A container node's image and how it runs
+    (``NodeSpec(..., backend="container", container=ContainerSpec(image=...))``).
+
+    ``image``: an image reference (:func:`fidelnet.image.resolve`: ``oci-archive:PATH``,
+    ``docker-archive:PATH``, ``oci:DIR``, a path, or the name or digest of an image
+    imported before); ``command``: replaces the image's ``Cmd``; ``entrypoint``:
+    replaces its ``Entrypoint`` (and then its ``Cmd`` unless ``command`` is given);
+    ``env``: added to the image's environment; ``volumes``: bind mounts,
+    ``"HOST:CONTAINER"`` or ``"HOST:CONTAINER:ro"``; ``workdir``/``user``: replace
+    the image's; ``privileged``: every capability and no masked paths;
+    ``cap_add``: capabilities beyond the default set (``NET_ADMIN``, ``SYS_ADMIN``...).
+    """
+
+    image: str
+    command: tuple[str, ...] | None = None
+    entrypoint: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    volumes: tuple[str, ...] = ()
+    workdir: str | None = None
+    user: str | None = None
+    privileged: bool = False
+    cap_add: tuple[str, ...] = ()
 
 
 VM_MIN_MEMORY_MB = 96

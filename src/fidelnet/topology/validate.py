@@ -53,6 +53,7 @@ from fidelnet.topology.spec import (
     TopologySpec,
 )
 from fidelnet.topology.validate_backends import check_node_backends
+from fidelnet.topology.validate_containers import check_containers
 from fidelnet.topology.validate_hw import check_hardware
 from fidelnet.topology.validate_openflow import check_controllers as _check_controllers
 from fidelnet.topology.validate_openflow import check_openflow as _check_openflow
@@ -108,6 +109,7 @@ def problems(spec: TopologySpec) -> list[ValidationError]:
         _check_ip_base,
         _check_nodes,
         check_node_backends,
+        check_containers,
         _check_links,
         check_hardware,
         check_flows,
