@@ -38,9 +38,10 @@ VENV_PATH := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 # VM nodes (issue 12): QEMU; their guest image is built from Debian's kernel and
 # busybox-static packages on first use (`fidelnet vm image`), fetched with apt.
+# Container nodes (issue 37): crun, the OCI runtime (docs/containers.md).
 APT_PACKAGES := iproute2 iperf3 iputils-ping util-linux procps python3-venv python3-pip \
                 build-essential pkg-config ca-certificates tcpdump ethtool \
-                chromium clang libbpf-dev bpftool traceroute qemu-system-x86
+                chromium clang libbpf-dev bpftool traceroute qemu-system-x86 crun
 # The distribution's Rust toolchain, only when there is no cargo (a rustup one is kept).
 # Debian 12's `cargo` is 1.63, too old for workspace inheritance and lints; its
 # `cargo-web` (a current toolchain kept up to date for browsers) installs /usr/bin/cargo.
@@ -54,8 +55,10 @@ APT_BENCH    := mininet bridge-utils
 # Open vSwitch for OVS switches (issue 16; each run starts its own daemons, the
 # package's service is never started); for Mininet's examples: iptables (nat.py,
 # natnet.py), OpenSSH's server (sshd.py, baresshd.py; never started as a service).
+# Container nodes (issue 37) run under crun (in APT_PACKAGES); the tests build their
+# images with buildah from a static busybox and Debian's BIRD (tests/_images.py).
 APT_TEST     := $(APT_BENCH) bird2 openvswitch-switch openvswitch-testcontroller \
-                iptables openssh-server
+                iptables openssh-server buildah busybox-static
 HAVE_CARGO   := $(or $(shell command -v $(CARGO)),$(wildcard $(HOME)/.cargo/bin/cargo))
 APT_WANTED    = $(APT_PACKAGES) $(if $(HAVE_CARGO),,$(APT_RUST)) $(APT_EXTRA)
 

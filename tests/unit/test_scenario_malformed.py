@@ -352,7 +352,7 @@ def test_malformed_file(name: str, where: str, fragment: str) -> None:
         (
             "node-backend-cgroup.yaml",
             "4:10: topology.nodes.h1.backend: node backend 'cgroup' is not yet supported (got "
-            "'cgroup'; valid: netns, qemu)",
+            "'cgroup'; valid: netns, qemu, container)",
         ),
         (
             "endpoint-unknown.yaml",
