@@ -8,6 +8,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from fidelnet.errors import KernelError
+from fidelnet.measure import tools
 from fidelnet.topology import flows, routing
 
 if TYPE_CHECKING:
@@ -100,6 +101,6 @@ def ping_pairs(hosts: list[Node], timeout: float = 1.0) -> dict[tuple[str, str],
         for dst in hosts:
             if src is dst or not dst.ip:
                 continue
-            _, _, code = src.pexec(["ping", "-c1", f"-W{max(1, round(timeout))}", dst.ip])
+            _, _, code = tools.pexec(src, ["ping", "-c1", f"-W{max(1, round(timeout))}", dst.ip])
             results[(src.name, dst.name)] = code == 0
     return results

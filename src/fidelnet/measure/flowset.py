@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fidelnet.errors import MeasurementError, ValidationError
-from fidelnet.measure import pktgen
+from fidelnet.measure import pktgen, tools
 from fidelnet.measure.results import UdpResult
 from fidelnet.measure.workdir import work_dir
 from fidelnet.topology.spec import FlowSpec
@@ -72,7 +72,8 @@ def run_flows(
                 work = root / f"f{i}"
                 work.mkdir()
                 receivers.append(
-                    r.dst.popen(
+                    tools.popen(
+                        r.dst,
                         pktgen.recv_argv(
                             r.dst_addr,
                             [r.flow.port],
@@ -94,7 +95,8 @@ def run_flows(
             start = time.time_ns() + 200_000_000
             for i, (r, s) in enumerate(zip(runs, specs, strict=True)):
                 senders.append(
-                    r.src.popen(
+                    tools.popen(
+                        r.src,
                         pktgen.send_argv(
                             r.dst_addr,
                             [r.flow.port],

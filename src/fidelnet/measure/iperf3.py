@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.measure import tools
 
 if TYPE_CHECKING:
     from fidelnet.nodes.node import Node
@@ -252,8 +253,8 @@ class Process:
         self._out: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         self._err: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         try:
-            self.proc: subprocess.Popen[Any] = node.popen(
-                argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err
+            self.proc: subprocess.Popen[Any] = tools.popen(
+                node, argv, stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err
             )
         except BaseException:
             self._close_files()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from fidelnet.errors import ValidationError
 from fidelnet.events import Event, Timeline
 from fidelnet.kernel import nic
-from fidelnet.measure import outage
+from fidelnet.measure import outage, tools
 from fidelnet.measure.pktgen import Mode, Pattern, TrafficSpec, prepare_gso, run
 from fidelnet.measure.results import EventRecord, Flag, Trial, UdpResult, ZeroLossResult
 from fidelnet.measure.verdicts import judged, path_nodes, precheck, watch
@@ -67,7 +67,7 @@ def steer_rps(node: Node, dev: str, cpu: int) -> None:
     """Steer receive processing of ``dev`` in ``node`` to ``cpu`` (RPS). The node's
     own sysfs shows its namespace's devices; the values go as arguments, never into
     the script text."""
-    _out, err, rc = node.pexec(nic.rps_argv(dev, cpu), timeout=10)
+    _out, err, rc = tools.pexec(node, nic.rps_argv(dev, cpu), timeout=10)
     if rc != 0:
         raise ValidationError(
             "pin", f"cannot steer receive processing of {node.name}:{dev} to CPU {cpu}", err.strip()

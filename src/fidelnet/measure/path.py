@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.measure import tools
 from fidelnet.topology.spec import LinkParams
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def path(net: Network, src: str, dst: str) -> Path:
 
 def _route(node: Node, addr: str, where: str) -> tuple[str, str]:
     """(outgoing interface, next-hop address) from the kernel of ``node``."""
-    out, err, code = node.pexec(["ip", "-j", "route", "get", addr], timeout=_ROUTE_TIMEOUT_S)
+    out, err, code = tools.pexec(node, ["ip", "-j", "route", "get", addr], timeout=_ROUTE_TIMEOUT_S)
     if code != 0:
         raise MeasurementError(f"{where}: {node.name} has no route: {(err or out).strip()}")
     try:

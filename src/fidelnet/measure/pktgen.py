@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fidelnet.errors import MeasurementError, ValidationError
+from fidelnet.measure import tools
 from fidelnet.measure.workdir import work_dir
 
 if TYPE_CHECKING:
@@ -267,7 +268,8 @@ def prepare_gso(node: Runner, devices: Sequence[str]) -> None:
     from fidelnet.kernel import nic
 
     for dev in devices:
-        p = node.popen(
+        p = tools.popen(
+            node,
             nic.udp_segmentation_off_argv(dev),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -285,7 +287,7 @@ def resolve_neighbour(src: Runner, addr: str) -> None:
     """One ping first, so the first measured packets do not die in the sender's
     neighbour (ARP) queue; its result does not matter (the path may be lossy)."""
     argv = ["ping", "-6" if ":" in addr else "-4", "-n", "-q", "-c", "1", "-W", "1", addr]
-    p = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = tools.popen(src, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         p.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -342,7 +344,8 @@ def run(
     seed = spec.seed if spec.seed is not None else random.getrandbits(63)
     with work_dir(dst, "pktgen") as work:
         senders: list[subprocess.Popen[str]] = []
-        rx = dst.popen(
+        rx = tools.popen(
+            dst,
             recv_argv(
                 dst_addr,
                 ports,
@@ -367,7 +370,8 @@ def run(
             if on_start is not None:
                 start_at = time.time_ns() + 50_000_000
                 on_start(start_at)
-            tx = src.popen(
+            tx = tools.popen(
+                src,
                 send_argv(dst_addr, ports, spec, work, sender_cpu, seed, start_at),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import FidelnetError, NodeError
-from fidelnet.kernel import oci
+from fidelnet.kernel import launcher, oci
 from fidelnet.kernel.state import STATE_DIR, process_matches, process_start_time
 from fidelnet.nodes.container_config import (
     HELPER_DIR,
     build_config,
     find_static_shell,
     image_shell,
+    inside,
 )
 from fidelnet.nodes.netns import make_namespace
 from fidelnet.topology.spec import ContainerSpec
@@ -240,6 +241,46 @@ class ContainerBackend:
         return oci.runtime_argv(
             ctr.root, ["exec", *opts, ctr.cid, *argv], cgroups=node.cgroup_dirs()
         )
+
+    def tool_argv(self, node: Node, argv: Sequence[str], cwd: str | None) -> list[str]:
+        """fidelnet's instruments (:meth:`fidelnet.nodes.node.Node.tool_popen`): in the
+        node's network namespace and cgroups, with this machine's files (a mount
+        namespace of their own, so /sys shows the node's interfaces)."""
+        template = getattr(node.net, "mount_template", None)
+        return launcher.exec_argv(
+            list(argv),
+            netns=node.netns,
+            new_mount=True,
+            mount_base=template.path if template else None,
+            cgroups=node.cgroup_dirs(),
+            cwd=cwd,
+        )
+
+    def write_file(self, node: Node, path: str, content: str, mode: int) -> None:
+        """Write a file in the container's own file system (a scenario's setup file
+        step): its directory resolved as the container resolves it, made if missing;
+        it goes with the container."""
+        ctr = self._get(node)
+        rootfs = ctr.bundle / "rootfs"
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if not path.startswith("/") or not name or name in (".", ".."):
+            raise NodeError(f"{node.name}: {path!r}: an absolute file path is needed")
+        here = rootfs
+        for part in [p for p in parent.split("/") if p]:
+            found = inside(rootfs, str((here / part).relative_to(rootfs)))
+            if found is None:
+                found = here / part
+                found.mkdir(mode=0o755)
+            if not found.is_dir():
+                raise NodeError(f"{node.name}: {path!r}: {part} is not a directory")
+            here = found
+        target = here / name
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise NodeError(f"{node.name}: {path!r} is not a plain file in the container")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.chmod(target, mode)
 
     def intf_added(self, node: Node, intf: Interface) -> None:
         del node, intf  # the container shares the node's namespace: it sees the end at once

@@ -24,7 +24,14 @@ from fidelnet.topology.validate_containers import CAPABILITIES
 if TYPE_CHECKING:
     from fidelnet.image import Image
 
-__all__ = ["HELPER_DIR", "build_config", "find_static_shell", "image_shell", "process_args"]
+__all__ = [
+    "HELPER_DIR",
+    "build_config",
+    "find_static_shell",
+    "image_shell",
+    "inside",
+    "process_args",
+]
 
 DEFAULT_CAPS = (
     "CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
@@ -220,12 +227,16 @@ def build_config(
     }
 
 
-def _inside(rootfs: Path, path: str, depth: int = 0) -> Path | None:
-    """``path`` resolved in the image as the container would (absolute symlinks are
-    the image's), or None when it does not exist there."""
+def inside(rootfs: Path, path: str, depth: int = 0) -> Path | None:
+    """``path`` resolved in the root file system ``rootfs`` as the container would
+    (absolute symlinks are the image's, ``..`` stops at its root), or None when it
+    does not exist there."""
     cur = rootfs
-    parts = [p for p in path.split("/") if p]
+    parts = [p for p in path.split("/") if p and p != "."]
     for i, part in enumerate(parts):
+        if part == "..":  # never above the image's root, as in the container
+            cur = cur.parent if cur != rootfs else rootfs
+            continue
         nxt = cur / part
         if nxt.is_symlink():
             if depth > 16:
@@ -233,7 +244,7 @@ def _inside(rootfs: Path, path: str, depth: int = 0) -> Path | None:
             target = os.readlink(nxt)
             rest = "/".join(parts[i + 1 :])
             base = target if target.startswith("/") else str(cur.relative_to(rootfs) / target)
-            return _inside(rootfs, f"{base}/{rest}" if rest else base, depth + 1)
+            return inside(rootfs, f"{base}/{rest}" if rest else base, depth + 1)
         if not nxt.exists() and not nxt.is_symlink():
             return None
         cur = nxt
@@ -243,7 +254,7 @@ def _inside(rootfs: Path, path: str, depth: int = 0) -> Path | None:
 def image_shell(image: Image) -> str | None:
     """The image's own shell, if it has one."""
     for sh in SHELLS:
-        found = _inside(image.rootfs, sh)
+        found = inside(image.rootfs, sh)
         if found is not None and found.is_file() and os.access(found, os.X_OK):
             return sh
     return None

@@ -219,6 +219,33 @@ class Node:
         out, err = p.communicate(timeout=timeout)
         return out, err, p.returncode
 
+    def tool_popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start one of fidelnet's instruments (pktgen, iperf3, ping, ip) where it sees
+        the node's network as the node's programs do. That is :meth:`popen` for every
+        node whose programs run on this machine's files; a container node's image need
+        not have them, so its backend runs them in the node's network namespace and
+        cgroups with this machine's files (``tool_argv``; the same kernel data path)."""
+        tool_argv = getattr(self.backend, "tool_argv", None)
+        if tool_argv is None:
+            return self.popen(argv, **kwargs)
+        if isinstance(argv, str):
+            raise ValidationError("argv", "must be a list of arguments, not a string", argv)
+        full = tool_argv(self, list(argv), kwargs.pop("cwd", None))
+        kwargs.setdefault("close_fds", True)
+        try:
+            proc: subprocess.Popen[Any] = subprocess.Popen(full, **kwargs)
+        except OSError as exc:
+            raise NodeError(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
+        self._popens = [p for p in self._popens if p.returncode is None]
+        self._popens.append(proc)
+        return proc
+
+    def tool_pexec(self, argv: Sequence[str], timeout: float | None = None) -> tuple[str, str, int]:
+        """:meth:`tool_popen` to completion; returns (stdout, stderr, exit code)."""
+        p = self.tool_popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=timeout)
+        return out, err, p.returncode
+
     # -- interfaces ----------------------------------------------------------------
 
     def add_intf(self, intf: Interface) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from fidelnet.errors import FidelnetError
 from fidelnet.fidelity.thresholds import DEFAULT, Thresholds
 from fidelnet.fidelity.verdict import Verdict, worst
-from fidelnet.measure import save
+from fidelnet.measure import save, tools
 from fidelnet.measure.packets import udp, zero_loss_rate
 from fidelnet.measure.tcp import tcp
 from fidelnet.measure.verdicts import use_thresholds
@@ -106,9 +106,16 @@ class ScenarioRun:
         return all(c.status in ("passed", "skipped") for c in self.checks)
 
 
-def _write_file(step: m.FileStep, created: list[Path]) -> None:
-    """Write a setup file; every directory and file that did not exist before is
-    added to ``created`` first (the run removes them at its end)."""
+def _write_file(net: Network, step: m.FileStep, created: list[Path]) -> None:
+    """Write a setup file in the node's view of the file system: a container node's
+    own (it goes with the container), else this machine's, where every directory and
+    file that did not exist before is added to ``created`` first (the run removes them
+    at its end)."""
+    node = net[step.node]
+    writer = getattr(node.backend, "write_file", None)
+    if writer is not None:
+        writer(node, step.file.path, step.file.content, int(step.file.mode, 8))
+        return
     path = Path(step.file.path)
     missing = [d for d in reversed(path.parents) if not d.exists()]
     for d in missing:
@@ -136,7 +143,7 @@ def _setup(net: Network, steps: list[m.SetupStep], created: list[Path]) -> list[
     waited: list[str] = []
     for i, step in enumerate(steps):
         if isinstance(step, m.FileStep):
-            _write_file(step, created)
+            _write_file(net, step, created)
             continue
         got = try_until(
             net,
@@ -176,7 +183,7 @@ def _ping(net: Network, item: m.Ping) -> PingResult:
             return pair, (item.count, 0)
         argv = ["ping", "-n", "-q", "-c", str(item.count), "-i", f"{item.interval_s:g}"]
         argv += ["-W", f"{max(item.timeout_s, 1.0):g}", ip]
-        out, _err, _rc = net[a].pexec(argv, timeout=item.count * (item.interval_s + 1) + 10)
+        out, _err, _rc = tools.pexec(net[a], argv, timeout=item.count * (item.interval_s + 1) + 10)
         found = _PING_RE.search(out)
         return pair, ((int(found.group(1)), int(found.group(2))) if found else (item.count, 0))
 
