@@ -117,11 +117,12 @@ def remove_node(net: Network, node: Node) -> None:
     run recorded as the node's (its namespace, cgroups, shell, host-namespace
     interfaces, interfaces lent to it) are removed newest first, each marked gone.
     Its name is free again. A switch, or a node of another backend than network
-    namespaces, cannot be taken out alone: they go with the network."""
+    namespaces or containers, cannot be taken out alone: they go with the network."""
     state = net._state
     if state is None or net.nodes.get(node.name) is not node:
         return
-    if node.kind == "switch" or node.backend.kind != "netns" or node.name in net.fastpath:
+    alone = ("netns", "container")
+    if node.kind == "switch" or node.backend.kind not in alone or node.name in net.fastpath:
         raise UnsupportedError(
             f"removing {node.kind} {node.name} from a running network",
             f"node {node.name}",
@@ -132,11 +133,16 @@ def remove_node(net: Network, node: Node) -> None:
     names = {i.name for i in node.intfs.values()}
     shell = node._shell.pid if node._shell is not None else None
     cgroup_dirs = set(node._cgroups or ())
+    owned = getattr(node.backend, "owned", None)
+    extra: list[tuple[str, str, object]] = owned(node) if owned is not None else []
     node.kill_processes()
     node.close()
     own_ns = net.ns_name(node.name) if node.netns is not None else None
     mine = [
-        rec for rec in state.live_objects() if _owned_by(rec, own_ns, names, cgroup_dirs, shell)
+        rec
+        for rec in state.live_objects()
+        if _owned_by(rec, own_ns, names, cgroup_dirs, shell)
+        or any(rec.get("kind") == kind and rec.get(key) == value for kind, key, value in extra)
     ]
     problems = remove_recorded(state, mine)
     node.intfs.clear()

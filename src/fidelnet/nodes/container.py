@@ -300,6 +300,19 @@ class ContainerBackend:
             )
         return out
 
+    def owned(self, node: Node) -> list[tuple[str, str, object]]:
+        """The records of the node's own objects beyond its namespace, cgroups and
+        shell, as (kind, field, value): for removing it alone from a running network."""
+        ctr = self._ctrs.get(node.name)
+        if ctr is None:
+            return []
+        return [
+            ("process", "pid", ctr.pid),
+            ("container", "id", ctr.cid),
+            ("overlay", "path", str(ctr.bundle / "rootfs")),
+            ("tree", "path", str(ctr.bundle)),
+        ]
+
     def close(self, node: Node) -> None:
         """The container itself is the records' to end (teardown); the image is no
         longer held in use by this node."""
