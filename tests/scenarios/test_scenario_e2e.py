@@ -135,3 +135,37 @@ def test_a_dilated_scenario_measures_the_configured_network(tmp_path: Path) -> N
     p50 = float(checks["latency-load"].measured.split()[2])
     assert 2.0 <= p50 <= 2.5, p50
     assert "TDF 4 (start)" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_container_nodes_beside_a_namespace_router(tmp_path: Path) -> None:
+    """Issue 37: two container nodes (BIRD from an image, an image's HTTP server) and
+    a namespace router running this machine's BIRD; OSPF converges, every pair pings,
+    h1 fetches the image's page, a pktgen flow to the container loses nothing; the
+    result's provenance pins each image by digest."""
+    import json
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _images import build
+
+    bird, httpd = build("bird"), build("busybox-httpd")
+    text = (DATA / "containers.yaml").read_text()
+    text = text.replace("@BIRD@", str(bird["docker-archive"]))
+    text = text.replace("@HTTPD@", str(httpd["oci-archive"]))
+    (tmp_path / "containers.yaml").write_text(text)
+    shutil.copy(DATA / "containers-bird.conf", tmp_path / "containers-bird.conf")
+    env = {**os.environ, "FIDELNET_IMAGE_STORE": str(tmp_path / "store")}
+    p = subprocess.run(
+        [sys.executable, "-m", "fidelnet", "test", str(tmp_path / "containers.yaml"),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    (suite,) = parse_junit(tmp_path / "out" / "junit.xml")
+    checks = {c.name: c for c in suite.checks}
+    assert {c.status for c in checks.values()} == {"passed"}, checks
+    load = json.loads((tmp_path / "out" / "containers" / "run-1" / "load.json").read_text())
+    containers = load["provenance"]["containers"]
+    assert set(containers) == {"rb", "web"}, containers
+    for c in containers.values():
+        assert c["digest"].startswith("sha256:") and c["runtime"].startswith("crun"), c

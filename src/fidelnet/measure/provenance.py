@@ -49,6 +49,9 @@ class Provenance(BaseModel):
     memory (``memory_mb``) and the QEMU process's resident memory (``rss_kib``), the
     guest image's content hash (``image``), its disk image, its clock's offset and
     uncertainty."""
+    containers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Container nodes by name: the image as given, its digest (the pin), where it
+    came from, and the runtime and its version (docs/containers.md)."""
     virtual_time: dict[str, Any] = Field(default_factory=dict)
     """A dilated run's time dilation: ``tdf`` now, its ``timeline`` (each factor
     with when and why it was set) and the programs that ran ``unreached`` by the
@@ -88,6 +91,7 @@ def collect(
     """Provenance for a result measured now, on ``net`` if given."""
     backends: dict[str, int] = {}
     vms: dict[str, dict[str, Any]] = {}
+    containers: dict[str, dict[str, Any]] = {}
     vt: dict[str, Any] = {}
     run_id = topo = None
     seed = None
@@ -98,6 +102,7 @@ def collect(
         counts.update("fastpath:xdp" for _name in getattr(net, "fastpath", {}))
         backends = dict(sorted(counts.items()))
         vms = _vms(net)
+        containers = _containers(net)
         from fidelnet.vt import run as vt_run  # the links' kernel layer: only with a net
 
         vt = vt_run.describe(net)
@@ -117,6 +122,7 @@ def collect(
         seed=seed,
         machine=machine(),
         vms=vms,
+        containers=containers,
         virtual_time=vt,
     )
 
@@ -135,4 +141,14 @@ def _vms(net: Network) -> dict[str, dict[str, Any]]:
             continue
         info = backend.describe(node)
         out[node.name] = {k: info[k] for k in _VM_KEYS if k in info}
+    return out
+
+
+def _containers(net: Network) -> dict[str, dict[str, Any]]:
+    out = {}
+    for node in net:
+        backend = getattr(node, "backend", None)
+        if backend is not None and backend.kind == "container":
+            info = backend.describe(node)
+            out[node.name] = {k: v for k, v in info.items() if k != "backend"}
     return out
