@@ -67,6 +67,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "hw",
         "Hardware for hardware links: `sriov` (VF pairs on two cabled NICs).",
     ),
+    "image": LazyCommand(
+        "fidelnet.cli.image",
+        "image",
+        "OCI images for container nodes: import, ls, rm, prune.",
+    ),
     "measure": LazyCommand(
         "fidelnet.cli.measure",
         "measure",
