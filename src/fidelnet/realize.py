@@ -103,7 +103,16 @@ def realize_node(net: Network, node: Node) -> None:
         node.forwarder.add_switch(node)
         log.debug("%s: a switch on the %s datapath, in %s", spec.name, kind, net._fabric)
     elif spec.in_namespace:
-        node.backend.create(node)  # its namespace, and what its backend needs
+        try:
+            node.backend.create(node)  # its namespace, and what its backend needs
+        except BaseException:
+            # Never registered, so the network's stop will not close it: its netlink
+            # handle (opened in its namespace) is closed here; the rollback removes
+            # what it recorded.
+            if node._nl is not None:
+                node._nl.close()
+                node._nl = None
+            raise
 
 
 def realize_link(

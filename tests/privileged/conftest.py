@@ -25,6 +25,7 @@ PARALLEL_MODULES = frozenset(
     {
         "test_compat_api.py",
         "test_compat_errors.py",
+        "test_container_nodes.py",
         "test_examples.py",
         "test_flows.py",
         "test_hwintf.py",

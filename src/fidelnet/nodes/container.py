@@ -190,11 +190,13 @@ class ContainerBackend:
         )
         ctr = _Container(root, cid, bundle, image, shell, _exec_opts(config), 0, 0, holds)
         st = oci.state(root, cid)
-        if res.returncode != 0 or st is None or not st.get("pid"):
+        if res.returncode != 0:
             raise NodeError(
                 f"{node.name}: the container of image {spec.image!r} did not start "
                 f"(crun exit {res.returncode}): {ctr.tail() or 'no output'}"
             )
+        if st is None or not st.get("pid"):
+            raise self._ended(node, ctr)
         ctr.pid = int(st["pid"])
         start = process_start_time(ctr.pid)
         if start is not None:
