@@ -426,3 +426,28 @@ def _gc_each() -> Iterator[None]:
     import gc
 
     gc.collect()
+
+
+def test_a_container_beside_a_vm_router_an_ovs_switch_and_a_namespace_host(
+    httpd: dict[str, Path],
+) -> None:
+    """Every node kind in one run: web (a container) on an Open vSwitch switch, a
+    router that is a QEMU VM, h1 a namespace host; h1 fetches web's page through the
+    VM's kernel."""
+    from fidelnet.topology.spec import VMSpec
+
+    spec = TopologySpec()
+    spec.add_node(_container("web", f"docker-archive:{httpd['docker-archive']}", "10.1.0.10/24"))
+    spec.nodes["web"].default_route = "10.1.0.1"
+    spec.add_node(NodeSpec("s1", kind="switch", datapath="ovs"))
+    spec.add_node(NodeSpec("r1", kind="router", backend="qemu", vm=VMSpec(memory_mb=256)))
+    spec.add_node(NodeSpec("h1", ip="10.2.0.10/24", default_route="10.2.0.1"))
+    spec.add_link(LinkSpec("web", "s1"))
+    spec.add_link(LinkSpec("s1", "r1", b_ip="10.1.0.1/24"))
+    spec.add_link(LinkSpec("r1", "h1", a_ip="10.2.0.1/24"))
+    with Network(spec) as net:
+        out, err, rc = net["h1"].pexec(["wget", "-qO-", "http://10.1.0.10:8080/"], timeout=60)
+        assert rc == 0 and "hello from the image" in out, err
+        assert net["web"].cmd("ping -c1 -W5 10.2.0.10 >/dev/null && echo ok").strip() == "ok"
+        kinds = {n: net[n].backend.kind for n in ("web", "r1", "h1")}
+        assert kinds == {"web": "container", "r1": "qemu", "h1": "netns"}
