@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fidelnet.errors import FidelnetError, NodeError
-from fidelnet.kernel import launcher, oci
-from fidelnet.kernel.state import STATE_DIR, process_matches, process_start_time
+from fidelnet.kernel import launcher, oci, procwait
+from fidelnet.kernel.state import STATE_DIR, process_start_time
 from fidelnet.nodes.container_config import (
     HELPER_DIR,
     build_config,
@@ -165,12 +165,14 @@ class ContainerBackend:
         os.mkfifo(fifo, 0o600)
         cid = net.ns_name(node.name)
         argv = oci.runtime_argv(
-            root, ["run", "--detach", "--bundle", str(bundle), cid], cgroups=node.cgroup_dirs()
+            root,
+            ["run", "--detach", "--pid-file", str(bundle / "pid"), "--bundle", str(bundle), cid],
+            cgroups=node.cgroup_dirs(),
         )
         net.state_record("container", root=root, id=cid)
         stdin = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)
         try:
-            with open(bundle / "entry.log", "ab") as out:
+            with open(bundle / "entry.log", "ab") as out, oci.adopting():
                 res = subprocess.run(
                     argv,
                     stdin=stdin,
@@ -189,20 +191,23 @@ class ContainerBackend:
             [f"{HELPER_DIR}/busybox", "sh"] if helper is not None else [image_shell(image) or "sh"]
         )
         ctr = _Container(root, cid, bundle, image, shell, _exec_opts(config), 0, 0, holds)
-        st = oci.state(root, cid)
         if res.returncode != 0:
             raise NodeError(
                 f"{node.name}: the container of image {spec.image!r} did not start "
                 f"(crun exit {res.returncode}): {ctr.tail() or 'no output'}"
             )
-        if st is None or not st.get("pid"):
-            raise self._ended(node, ctr)
-        ctr.pid = int(st["pid"])
+        # Its first process, this process's child (oci.adopting), recorded even when it
+        # already ended: a zombie the teardown reaps.
+        try:
+            ctr.pid = int((bundle / "pid").read_text().strip())
+        except (OSError, ValueError):
+            raise self._ended(node, ctr) from None
         start = process_start_time(ctr.pid)
         if start is not None:
             ctr.start = start
             net.state_record("process", pid=ctr.pid, start=start)
-        if st.get("status") != "running" or start is None:
+        st = oci.state(root, cid)
+        if start is None or st is None or st.get("status") != "running":
             raise self._ended(node, ctr)
         return ctr
 
@@ -221,7 +226,8 @@ class ContainerBackend:
     def start(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             ctr = self._ctrs[node.name]
-            if not process_matches(ctr.pid, ctr.start):
+            st = procwait.read_stat(ctr.pid)
+            if st is None or st.start != ctr.start or st.zombie:
                 raise self._ended(node, ctr)
 
     # -- reaching ---------------------------------------------------------------
