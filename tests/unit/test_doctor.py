@@ -138,6 +138,10 @@ def test_kvm_tcg_and_an_unprobed_kvm() -> None:
     assert failed.status == "fallback" and "no boot in 20 s" in failed.found
     no_qemu = {t: f"/usr/bin/{t}" for t in doctor.TOOLS} | {"qemu-system-x86_64": None}
     assert _line(diagnose(_facts(tools=no_qemu)), "VM nodes").status == "missing"
+    no_crun = {t: f"/usr/bin/{t}" for t in doctor.TOOLS} | {"crun": None}
+    line = _line(diagnose(_facts(tools=no_crun)), "container nodes")
+    assert line.status == "missing" and "apt-get install crun" in line.fix
+    assert _line(diagnose(_facts()), "container nodes").status == "ok"
 
 
 def test_missing_ovs_tools_xdp_and_af_xdp() -> None:

@@ -57,6 +57,7 @@ TOOLS = (
     "bpftool",
     "ovs-vswitchd",
     "qemu-system-x86_64",
+    "crun",
     "chromium",
     "mn",
 )

@@ -311,6 +311,24 @@ def _vm(f: Facts) -> Line:
     )
 
 
+def _containers(f: Facts) -> Line:
+    crun = f.tools.get("crun")
+    if not crun:
+        return Line(
+            "container nodes",
+            "missing",
+            "backend container refused",
+            "crun not found",
+            "apt-get install crun (make install)",
+        )
+    return Line(
+        "container nodes",
+        "ok",
+        "crun with an OCI bundle in each node's namespace, no daemon (docs/containers.md)",
+        crun,
+    )
+
+
 def _profile(f: Facts) -> Line:
     p = f.profile
     if not p.found or p.problem:
@@ -372,6 +390,7 @@ def diagnose(f: Facts) -> list[Line]:
         *_links(f),
         *_switching(f),
         _vm(f),
+        _containers(f),
         _profile(f),
         *_tools(f),
     ]
