@@ -43,6 +43,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "Run Mininet-HiFi's micro-benchmarks on this machine (under 5 minutes) and keep the "
         "result as its profile, which every later verdict and capacity check reads.",
     ),
+    "capture": LazyCommand(
+        "fidelnet.cli.capture",
+        "capture",
+        "Capture NODE:INTF of a running run as pcapng (a file, or stdout for "
+        "`| wireshark -k -i -`), until the run ends.",
+    ),
     "cluster": LazyCommand(
         "fidelnet.cli.cluster",
         "cluster",
