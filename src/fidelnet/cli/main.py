@@ -83,6 +83,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "measure",
         "Measurements: `selftest` (the generator's own floor).",
     ),
+    "show": LazyCommand(
+        "fidelnet.cli.show",
+        "show",
+        "Draw a scenario's topology: nodes by kind and backend, links with their backend "
+        "and parameters, as text, Graphviz dot or Mermaid.",
+    ),
     "report": LazyCommand(
         "fidelnet.cli.report",
         "report",
