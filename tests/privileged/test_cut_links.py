@@ -159,3 +159,25 @@ def test_bad_cut_links_are_refused_by_name_before_anything_is_made() -> None:
             inner_mtu(600)
         assert net.engine is None  # nothing was started
         assert not net.cut_ends
+
+
+def test_a_clock_measured_again_moves_the_delay_the_half_holds() -> None:
+    """Issue 36: ``set_clock`` gives a half a new offset between the machines' clocks
+    (the agents compare them again every few seconds). Both halves are on one machine
+    here, so the true offset is 0: told the other clock is 2 ms ahead, the receiving
+    half counts every frame as 2 ms older and releases it at 3 ms; with the offset
+    known only to +-1 ms, the verdict says the clocks are too loose for a 5 ms link."""
+    with Network(_spec()) as net:
+        _cut(net)
+        assert net.engine is not None
+        first = udp(net, "h1", "h2", 1_000, duration=1.0)
+        net.link_engine().set_clock("h2:h2-eth0", 2_000_000, 1_000_000)
+        moved = udp(net, "h1", "h2", 1_000, duration=1.0)
+        ends = net.engine.stats()["h2:h2-eth0"]["endpoints"]["b"]
+    assert ends["clock_offset_ns"] == 2_000_000 and ends["clock_updates"] == 1, ends
+    assert ends["clock_uncertainty_ns"] == 1_000_000
+    shift = (first.latency.p50_ns - moved.latency.p50_ns) / 1e6
+    assert 1.8 < shift < 2.2, (first.latency.p50_ns, moved.latency.p50_ns)
+    assert moved.verdict is not None
+    loose = [r for r in moved.verdict.reasons if r.code == "clock_uncertain"]
+    assert loose and "known to within 1.0 ms" in loose[0].message, moved.verdict.reasons

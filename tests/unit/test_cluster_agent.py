@@ -122,3 +122,46 @@ def test_without_a_wire_address_the_agent_says_what_to_do(
     a._carry(kube.shards[0])
     assert built == []
     assert "--wire-address" in kube.patches[-1][1]["status"]["message"]
+
+
+def test_the_clocks_are_compared_again_and_linkd_told(
+    setup: tuple[agent_mod.Agent, FakeKube, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: once a cut link is carried, the other machine's clock is measured
+    again every period; each new offset goes to linkd (set_clock on the half's engine
+    link) and to the link's status, with how far it moved since the first."""
+    a, kube, built = setup
+    shard = kube.shards[0]
+    kube.shards[1]["status"] = {"wire": {"address": "10.1.0.2", "clockPort": 5001}}
+    offsets = iter([-1234, -1200, -1100])
+
+    def probe(local: str, peer: str, netns: str | None, *, port: int) -> ClockSample:
+        off = next(offsets)
+        if off == -1100:
+            raise FidelnetError("no answer from 10.1.0.2:5001")
+        return ClockSample(offset_ns=off, uncertainty_ns=50_000, one_way_ns=90_000, answered=32)
+
+    monkeypatch.setattr(agent_mod, "probe", probe)
+    now = [100.0]
+    a.clocks.clock = lambda: now[0]
+    told: list[tuple[str, int, int | None]] = []
+
+    class Engine:
+        def set_clock(self, name: str, offset_ns: int, uncertainty_ns: int | None) -> None:
+            told.append((name, offset_ns, uncertainty_ns))
+
+    net = a.runs["line6-m1"]
+    net.link_engine = lambda: Engine()  # type: ignore[attr-defined]
+    a._carry(shard)
+    assert a.live["line6-m1"][0].name == "h3-h4"
+    a._recompare(shard)  # not due yet
+    assert told == []
+    now[0] += a.clocks.every
+    a._recompare(shard)
+    assert told == [("h3:h3-eth1", -1200, 50_000)]
+    (c,) = kube.patches[-1][1]["status"]["cutLinks"]
+    assert c["clock"]["offsetNs"] == -1200 and c["clock"]["updates"] == 1
+    assert c["clock"]["driftNs"] == 34
+    now[0] += a.clocks.every
+    a._recompare(shard)  # no answer: the last offset stands, linkd is not told
+    assert len(told) == 1 and a.clocks.kept["m2"].failures == 1

@@ -719,3 +719,26 @@ def test_a_cut_link_slower_than_its_network_says_so() -> None:
     fast = back.model_copy(update={"wire_p999_ns": 1_100_000, "wire_max_ns": 1_300_000})
     (r,) = [x for x in judge(UDP, _record(engine=[fast])).reasons if x.code == "engine_late"]
     assert "after they left" not in r.message
+
+
+@pytest.mark.parametrize(
+    ("uncertainty_ns", "level"),
+    [(100_000, "trusted"), (800_000, "degraded"), (3_000_000, "untrusted")],
+)
+def test_a_cut_links_clocks_known_too_loosely_for_its_delay(
+    uncertainty_ns: int, level: str
+) -> None:
+    """Issue 36: the receiving half holds the delay from the other machine's stamp, so
+    the clocks' uncertainty is an error of every delay it holds: judged against the
+    link's delay (5 ms here) as the engine's own lateness is."""
+    back = _engine(0.005, 50_000).model_copy(
+        update={"direction": "ba", "clock_uncertainty_ns": uncertainty_ns}
+    )
+    v = judge(UDP, _record(engine=[back]))
+    found = [r for r in v.reasons if r.code == "clock_uncertain"]
+    if level == "trusted":
+        assert not found and v.level == "trusted", v.reasons
+        return
+    (r,) = found
+    assert r.level == level and v.level == level
+    assert "clocks are known to within" in r.message and "of its 5.0 ms delay" in r.message

@@ -152,6 +152,12 @@ pub trait Endpoint: AsFd {
     fn ingress_drops(&self) -> u64 {
         0
     }
+    /// A cut link's half: the peer's clock minus this machine's (ns), measured
+    /// again, and its uncertainty. Every other endpoint has no peer clock.
+    fn set_clock(&mut self, offset_ns: i64, uncertainty_ns: Option<u64>) -> Result<(), String> {
+        let _ = (offset_ns, uncertainty_ns);
+        Err("not a cut link's udp endpoint".to_owned())
+    }
     /// Figures of the endpoint's own, for `stats` (JSON object), if any.
     fn counters(&self) -> Option<serde_json::Value> {
         None

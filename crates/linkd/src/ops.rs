@@ -39,6 +39,11 @@ impl<O: Opener> Daemon<O> {
             Request::AddLink(req) => self.add_link(*req),
             Request::SetLink(req) => self.set_link(*req),
             Request::SetState { link, up, at_ns } => self.set_state(&link, up, at_ns),
+            Request::SetClock {
+                link,
+                offset_ns,
+                uncertainty_ns,
+            } => self.set_clock(&link, offset_ns, uncertainty_ns),
             Request::Divert(req) => self.divert(req),
             Request::RemoveLink { link } => self.remove_link(&link),
             Request::Stats { link } => self.stats(link.as_deref()),
@@ -218,6 +223,30 @@ impl<O: Opener> Daemon<O> {
             req.link,
             which.join(" and ")
         );
+        Ok(Map::new())
+    }
+
+    /// A cut link's clocks measured again: from now on its udp half counts the
+    /// delay of each frame from the peer's stamp with this offset.
+    fn set_clock(
+        &mut self,
+        name: &str,
+        offset_ns: i64,
+        uncertainty_ns: Option<u64>,
+    ) -> Result<Map<String, Value>, String> {
+        let id = self.lookup(name)?;
+        let link = self.links.get_mut(&id).expect("names and links agree");
+        let mut set = 0;
+        for end in &mut link.ends {
+            if end.set_clock(offset_ns, uncertainty_ns).is_ok() {
+                set += 1;
+            }
+        }
+        if set == 0 {
+            return Err(format!(
+                "set_clock: link {name:?} has no udp endpoint (not a cut link's half)"
+            ));
+        }
         Ok(Map::new())
     }
 

@@ -191,7 +191,7 @@ impl Pool {
                 let i = self.owner(&req.link)?;
                 self.ask(i, request)
             }
-            Request::SetState { ref link, .. } => {
+            Request::SetState { ref link, .. } | Request::SetClock { ref link, .. } => {
                 let i = self.owner(link)?;
                 self.ask(i, request)
             }

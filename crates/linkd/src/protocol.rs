@@ -18,6 +18,7 @@ pub const OPS: &[&str] = &[
     "add_link",
     "set_link",
     "set_state",
+    "set_clock",
     "divert",
     "remove_link",
     "stats",
@@ -49,6 +50,16 @@ pub enum Request {
         up: bool,
         /// When (CLOCK_MONOTONIC ns); `None` or past: now.
         at_ns: Option<u64>,
+    },
+    /// A cut link's clocks compared again: the peer's clock minus this one's,
+    /// and how well that is known.
+    SetClock {
+        /// The link's name.
+        link: String,
+        /// The peer machine's clock minus this one's, ns.
+        offset_ns: i64,
+        /// How well that is known, ns.
+        uncertainty_ns: Option<u64>,
     },
     /// Lead the traffic of two veth ends through the link's TAPs.
     Divert(Divert),
@@ -123,6 +134,15 @@ struct SetStateBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SetClockBody {
+    link: String,
+    offset_ns: i64,
+    #[serde(default)]
+    uncertainty_ns: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LinkBody {
     link: String,
 }
@@ -188,6 +208,14 @@ fn parse_object(mut map: Map<String, Value>) -> Result<Request, String> {
                 link: b.link,
                 up: b.up,
                 at_ns: b.at_ns,
+            }
+        }
+        "set_clock" => {
+            let b: SetClockBody = body_of(&op, body)?;
+            Request::SetClock {
+                link: b.link,
+                offset_ns: b.offset_ns,
+                uncertainty_ns: b.uncertainty_ns,
             }
         }
         "remove_link" => Request::RemoveLink {
@@ -292,6 +320,14 @@ mod tests {
                 link: "l1".into(),
                 up: true,
                 at_ns: Some(5)
+            }
+        );
+        assert_eq!(
+            ok(r#"{"op":"set_clock","link":"l1","offset_ns":-1500,"uncertainty_ns":40}"#),
+            Request::SetClock {
+                link: "l1".into(),
+                offset_ns: -1500,
+                uncertainty_ns: Some(40)
             }
         );
         assert_eq!(

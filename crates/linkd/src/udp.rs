@@ -112,6 +112,10 @@ pub struct Udp {
     /// The virtio-net header the daemon's frames carry (0 or [`VNET_HDR_LEN`]).
     vnet: usize,
     offset_ns: i64,
+    /// How well `offset_ns` is known (ns), when the caller said.
+    uncertainty_ns: Option<u64>,
+    /// Times the offset was measured again (`set_clock`).
+    clock_updates: u64,
     tx_seq: u64,
     rx_next: u64,
     stamp: Option<u64>,
@@ -155,6 +159,8 @@ impl Udp {
             peer,
             vnet,
             offset_ns: spec.clock_offset_ns.unwrap_or(0),
+            uncertainty_ns: None,
+            clock_updates: 0,
             tx_seq: 0,
             rx_next: 0,
             stamp: None,
@@ -292,6 +298,13 @@ impl Endpoint for Udp {
         Some(&self.spec)
     }
 
+    fn set_clock(&mut self, offset_ns: i64, uncertainty_ns: Option<u64>) -> Result<(), String> {
+        self.offset_ns = offset_ns;
+        self.uncertainty_ns = uncertainty_ns;
+        self.clock_updates += 1;
+        Ok(())
+    }
+
     fn counters(&self) -> Option<Value> {
         let c = &self.counters;
         let q = |p: f64| self.wire.value_at_quantile(p);
@@ -299,6 +312,8 @@ impl Endpoint for Udp {
             "kind": "udp",
             "peer": self.peer.to_string(),
             "clock_offset_ns": self.offset_ns,
+            "clock_uncertainty_ns": self.uncertainty_ns,
+            "clock_updates": self.clock_updates,
             "tx_datagrams": c.tx_datagrams,
             "tx_errors": c.tx_errors,
             "rx_datagrams": c.rx_datagrams,
@@ -452,6 +467,28 @@ mod tests {
         assert_eq!(recv_wait(&mut b, &mut buf), 64);
         b.send(&[3u8; 64]).unwrap();
         assert_eq!(recv_wait(&mut a, &mut buf), 64);
+    }
+
+    #[test]
+    fn a_clock_measured_again_moves_the_origin_of_later_frames() {
+        let (mut a, mut b) = pair(0);
+        let mut buf = vec![0u8; 2048];
+        // The peer's clock 2 s ahead of ours: its stamps are in our future.
+        b.set_clock(2_000_000_000, Some(50_000)).unwrap();
+        a.send(&[1u8; 64]).unwrap();
+        recv_wait(&mut b, &mut buf);
+        let early = b.origin().expect("stamped");
+        assert!(now_ns() - early > 1_900_000_000, "{}", now_ns() - early);
+        // Measured again: the clocks agree; the next frame's origin is now.
+        b.set_clock(0, Some(20_000)).unwrap();
+        a.send(&[2u8; 64]).unwrap();
+        recv_wait(&mut b, &mut buf);
+        let now = b.origin().expect("stamped");
+        assert!(now_ns() - now < 500_000_000);
+        let c = b.counters().unwrap();
+        assert_eq!(c["clock_offset_ns"], 0);
+        assert_eq!(c["clock_uncertainty_ns"], 20_000);
+        assert_eq!(c["clock_updates"], 2);
     }
 
     #[test]

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from fidelnet.cluster import objects
 from fidelnet.cluster.clock import ClockSample, Responder, probe
+from fidelnet.cluster.clocks import ClockKeeper
 from fidelnet.cluster.halves import Half, halves, resolved
 from fidelnet.cluster.kube import Kube, KubeError, path
 from fidelnet.errors import FidelnetError
@@ -85,7 +86,8 @@ class Agent:
         self.pending: dict[str, list[Half]] = {}  # Shard name -> halves not carried yet
         self.carried: dict[str, list[Json]] = {}  # Shard name -> its cut links' status
         self.wholes: dict[str, TopologySpec] = {}  # Shard name -> the whole, resolved
-        self.clocks: dict[str, ClockSample] = {}  # peer machine -> its clock, measured
+        self.clocks = ClockKeeper(self._probe)  # peer machines' clocks, measured again
+        self.live: dict[str, list[Half]] = {}  # Shard name -> its halves carried
         self.responder: Responder | None = None
         self.machine = machine
         self.namespace = namespace
@@ -170,6 +172,8 @@ class Agent:
                 self._build(shard)
             elif self.pending.get(shard["metadata"]["name"]):
                 self._carry(shard)
+            elif self.live.get(shard["metadata"]["name"]):
+                self._recompare(shard)
 
     def _shard_url(self, shard: Json, sub: str | None = None) -> str:
         name = shard["metadata"]["name"]
@@ -280,10 +284,14 @@ class Agent:
                 self._cut_status(shard, f"cut link {half.name}: {exc}", failed=half.name)
                 left.append(half)
                 continue
+            self.live.setdefault(name, []).append(half)
             for c in self.carried[name]:
                 if c["name"] == half.name:
                     c.update(
-                        state="carried", local=wire.local, peer=wire.peer, clock=clock.as_status()
+                        state="carried",
+                        local=wire.local,
+                        peer=wire.peer,
+                        clock=self.clocks.kept[half.peer_machine].as_status(),
                     )
             log.info("agent %s: cut link %s carried to %s", self.machine, half.name, wire.peer)
         self.pending[name] = left
@@ -291,15 +299,19 @@ class Agent:
             self._routes(name)
         self._cut_status(shard, None)
 
+    def _probe(self, address: str, port: int) -> ClockSample:
+        assert self.wire_address is not None
+        return probe(self.wire_address, address, self.wire_netns, port=port)
+
     def _clock(self, machine: str, address: str, port: object) -> ClockSample | None:
-        """The clock of ``machine`` (its responder at ``address:port``), measured once;
-        None (logged) while it does not answer."""
-        if machine in self.clocks:
-            return self.clocks[machine]
+        """The clock of ``machine`` (its responder at ``address:port``), as first
+        measured; None (logged) while it does not answer."""
+        if machine in self.clocks.kept:
+            return self.clocks.kept[machine].last
         if not isinstance(port, int) or self.wire_address is None:
             return None
         try:
-            got = probe(self.wire_address, address, self.wire_netns, port=port)
+            got = self.clocks.first(machine, address, port)
         except FidelnetError as exc:
             log.warning("agent %s: %s", self.machine, exc)
             return None
@@ -307,8 +319,46 @@ class Agent:
             "agent %s: clock of %s: offset %d ns +- %d ns, one way %d ns",
             self.machine, machine, got.offset_ns, got.uncertainty_ns, got.one_way_ns,
         )  # fmt: skip
-        self.clocks[machine] = got
         return got
+
+    def _recompare(self, shard: Json) -> None:
+        """Compare the clocks of the machines this shard's cut links reach again, when
+        due: linkd gets each new offset (from its next frame on), the status too."""
+        name = shard["metadata"]["name"]
+        net = self.runs.get(name)
+        if net is None:
+            return
+        machines = sorted({h.peer_machine for h in self.live[name]})
+        due = [m for m in machines if self.clocks.due(m)]
+        if not due:
+            return
+        url = path(objects.API, "shards", namespace=self.namespace)
+        topo = shard["spec"]["topology"]
+        wires: dict[str, Json] = {
+            str(s["spec"]["machine"]): (s.get("status") or {}).get("wire") or {}
+            for s in self.kube.get(url, labelSelector=f"{objects.TOPOLOGY_LABEL}={topo}")["items"]
+        }
+        changed = False
+        for machine in due:
+            wire = wires.get(machine) or {}
+            address, port = wire.get("address"), wire.get("clockPort")
+            if not address or not isinstance(port, int):
+                continue
+            halves_to = [h for h in self.live[name] if h.peer_machine == machine]
+
+            def apply(got: ClockSample, halves_to: list[Half] = halves_to) -> None:
+                engine = net.link_engine()
+                for h in halves_to:
+                    engine.set_clock(f"{h.node}:{h.ifname}", got.offset_ns, got.uncertainty_ns)
+
+            if self.clocks.refresh(machine, str(address), port, apply) is not None:
+                status = self.clocks.kept[machine].as_status()
+                for c in self.carried.get(name, []):
+                    if any(c["name"] == h.name for h in halves_to):
+                        c["clock"] = status
+                changed = True
+        if changed:
+            self._cut_status(shard, None)
 
     def _cut_status(self, shard: Json, problem: str | None, failed: str | None = None) -> None:
         name = shard["metadata"]["name"]
@@ -347,7 +397,7 @@ class Agent:
         if phase not in ("Stopping", "Stopped"):
             self._status(shard, {"phase": "Stopping"})
         net = self.runs.pop(name, None)
-        for held in (self.pending, self.carried, self.wholes):
+        for held in (self.pending, self.carried, self.wholes, self.live):
             held.pop(name, None)
         if net is not None:
             net.stop()

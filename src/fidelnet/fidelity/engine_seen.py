@@ -103,6 +103,7 @@ def directions(
                 continue
             da, db = sa.get("drops", {}), sb.get("drops", {})
             wire: list[tuple[int, int]] = []
+            uncertainty: int | None = None
             if d == "ba":  # frames a cut link's udp end (b) received, the network's delay
                 wa = before.get("endpoints", {}).get("b", {})
                 wb = after.get("endpoints", {}).get("b", {})
@@ -110,6 +111,8 @@ def directions(
                     wire = lateness_delta(
                         wa.get("wire_delay_hdr", ""), wb.get("wire_delay_hdr", "")
                     )
+                    got = wb.get("clock_uncertainty_ns")
+                    uncertainty = int(got) if isinstance(got, int) else None
             delay_ab, delay_ba, q_ab, q_ba = info.get(name, (0.0, 0.0, None, None))
             out.append(
                 EngineDirection(
@@ -128,6 +131,7 @@ def directions(
                     drops_ingress=int(sb.get("ingress_drops", 0)) - int(sa.get("ingress_drops", 0)),
                     wire_p999_ns=percentile(wire, 99.9) if wire else None,
                     wire_max_ns=wire[-1][0] if wire else None,
+                    clock_uncertainty_ns=uncertainty,
                 )
             )
     return out

@@ -16,6 +16,7 @@ engine_late         linkd released packets late, relative to the link's delay
 engine_woken_late   (a note) the kernel ran linkd late after its timer: the machine's
                     delay accounts for the engine_late directions it names
 engine_unexplained  linkd dropped packets its model did not ask for
+clock_uncertain     a cut link's two machines' clocks are known too loosely for its delay
 node_throttled      a CPU-limited node hit its limit in a share of its periods
 kernel_drops        the kernel dropped packets on the path (backlog, qdisc)
 timer_late          a sleeping thread woke up late (scheduling delay)
@@ -35,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from fidelnet.fidelity.judge_engine import engine_reasons
+from fidelnet.fidelity.judge_engine import cut_clock_reasons, engine_reasons
 from fidelnet.fidelity.levels import fmt_ns as _fmt_ns
 from fidelnet.fidelity.levels import level as _level
 from fidelnet.fidelity.profile import Profile
@@ -392,6 +393,7 @@ def judge(
     else:
         reasons += _cpu(record, obs, thresholds)
         reasons += engine_reasons(record, thresholds)
+        reasons += cut_clock_reasons(record, thresholds)
         reasons += _throttle(record, thresholds)
         reasons += _kernel_drops(record, obs, thresholds)
         reasons += _timer(record, profile, thresholds)

@@ -14,7 +14,7 @@ from fidelnet.fidelity.record import MonitorRecord
 from fidelnet.fidelity.thresholds import Thresholds
 from fidelnet.fidelity.verdict import Reason
 
-__all__ = ["WOKEN_SLACK_NS", "engine_reasons"]
+__all__ = ["WOKEN_SLACK_NS", "cut_clock_reasons", "engine_reasons"]
 
 
 WOKEN_SLACK_NS = 200_000
@@ -102,5 +102,34 @@ def engine_reasons(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
             ),
             value=float(wake.max_ns),
             unit="ns",
+            source="engine",
+        )
+
+
+def cut_clock_reasons(rec: MonitorRecord, th: Thresholds) -> Iterator[Reason]:
+    """A cut link's incoming half holds each frame's delay from the other machine's
+    stamp moved onto this clock: the offset's uncertainty is an error of every delay
+    it holds, judged against the link's delay as the engine's lateness is."""
+    for e in rec.engine:
+        unc = e.clock_uncertainty_ns
+        if unc is None or e.packets <= 0 or e.delay_s <= 0:
+            continue
+        pct = 100 * unc / (e.delay_s * 1e9)
+        level = _level(pct, th.lateness_degraded_pct_of_delay, th.lateness_untrusted_pct_of_delay)
+        if level == "trusted":
+            continue
+        yield Reason(
+            code="clock_uncertain",
+            level=level,
+            message=(
+                f"the two machines' clocks are known to within {_fmt_ns(unc)} "
+                f"({e.link} {e.direction}, a cut link): {pct:.0f} % of its "
+                f"{_fmt_ns(e.delay_s * 1e9)} delay, which every frame it holds may be off by"
+            ),
+            value=round(pct, 1),
+            threshold=th.lateness_degraded_pct_of_delay
+            if level == "degraded"
+            else th.lateness_untrusted_pct_of_delay,
+            unit="% of delay",
             source="engine",
         )

@@ -88,6 +88,9 @@ class EngineDirection(_Model):
     # between the machines took for the frames of the window (p99.9 and max, ns).
     wire_p999_ns: int | None = None
     wire_max_ns: int | None = None
+    # And how well the two machines' clocks are known (the last comparison's
+    # uncertainty, ns): every delay the half holds is off by up to that.
+    clock_uncertainty_ns: int | None = None
 
 
 class EngineWake(_Model):

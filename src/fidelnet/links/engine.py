@@ -410,6 +410,15 @@ class LinkEngine:
         namespaces) through link ``name``: tcx redirects held by the daemon."""
         self.request("divert", link=name, a=a, b=b)
 
+    def set_clock(self, name: str, offset_ns: int, uncertainty_ns: int | None = None) -> None:
+        """A cut link's clocks compared again (:mod:`fidelnet.cluster.clocks`): its
+        udp half counts each later frame's delay with this offset (the peer's clock
+        minus this machine's, ns)."""
+        fields: dict[str, object] = {"link": name, "offset_ns": int(offset_ns)}
+        if uncertainty_ns is not None:
+            fields["uncertainty_ns"] = int(uncertainty_ns)
+        self.request("set_clock", **fields)
+
     def set_state(self, name: str, up: bool) -> int | None:
         """Bring a link down or up; returns the engine's instant of it (CLOCK_MONOTONIC
         ns), when it says."""
