@@ -217,3 +217,31 @@ def test_a_regression_check_is_read_and_fits_its_metrics_traffic() -> None:
     assert "a regression check needs zero_loss traffic; 'load' is pktgen" in str(problem)
     with pytest.raises(ScenarioError):
         loads(text.replace("metric: p99", "metric: p42"))
+
+
+def test_compare_draws_the_baseline_and_now_over_each_other(tmp_path: Path) -> None:
+    """``--report``: the page's first line is the decision; each result's latency by
+    percentile is drawn, baseline and now in one plot, with both series in it."""
+
+    from fidelnet.report.plots.base import series_lines
+    from fidelnet.report.plots.latency import hdr_percentiles_figure
+
+    base = tmp_path / "baseline"
+    baseline.save(_results(tmp_path, 10e6, 1), base)
+    page = tmp_path / "cmp" / "compare.html"
+    worse = CliRunner().invoke(
+        compare_cmd,
+        [str(base), str(_results(tmp_path, 14e6, 3)), "--metric", "p99", "--report", str(page)],
+    )
+    assert worse.exit_code == 1, worse.output
+    assert f"report: {page}" in worse.output
+    text = page.read_text()
+    assert "<h1>Comparison: REGRESSED</h1>" in text
+    assert "two-hosts/run-1/load.json" in text and "baseline (grey)" in text
+    png = tmp_path / "cmp" / "compare-plots" / "two-hosts_run-1_load.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert 'src="compare-plots/two-hosts_run-1_load.png"' in text
+    # What the plot holds: two series, the baseline's and now's.
+    pairs = baseline.pair(base, tmp_path / "out-3").pairs
+    fig = hdr_percentiles_figure([("baseline", pairs[0][1].result), ("now", pairs[0][2].result)])
+    assert [ln.get_label() for ln in series_lines(fig)] == ["baseline", "now"]

@@ -67,6 +67,14 @@ def _interval(iv: object, metric: str) -> str:
     help="Also write JUnit XML: one testcase per result and metric; regressed a failure, "
     "inconclusive skipped with the reason.",
 )
+@click.option(
+    "--report",
+    "report_path",
+    default=None,
+    metavar="FILE",
+    help="Also write an HTML page: the decisions, and each result's latency by percentile, "
+    "baseline and now drawn over each other.",
+)
 def compare(
     baseline: str,
     results: str,
@@ -75,6 +83,7 @@ def compare(
     as_json: bool,
     inconclusive_ok: bool,
     junit_path: str | None,
+    report_path: str | None,
 ) -> None:
     """Compare RESULTS (a results directory) with BASELINE (made by ``fidelnet test
     --save-baseline``): per result file and metric, same, improved, regressed or
@@ -105,6 +114,15 @@ def compare(
     joint = 2 * confidence - 1
     if junit_path:
         _junit(junit_path, rows, confidence, baseline)
+    if report_path:
+        from fidelnet.report.gate_page import write_page
+
+        page = write_page(
+            report_path, rows, pairing.pairs, baseline=baseline, results=results,
+            confidence=confidence,
+        )  # fmt: skip
+        if not as_json:
+            click.echo(f"report: {page}")
     if as_json:
         doc = {
             "decision": worst,
