@@ -47,9 +47,9 @@ def test_fq_builds_its_flow_classes_and_a_rate_change_rebuilds_them() -> None:
         assert "0% packet loss" in h1.cmd(f"ping -c 2 -i 0.2 {net['h2'].ip}")
 
 
-def test_a_late_flow_gets_its_share_of_the_hosts_link() -> None:
-    # Without fq (one FIFO at h1), the flow started a second late stays at 4-6 Mbit/s
-    # for seconds on this kernel (TCP Small Queues); with fq both converge within 1 s.
+def _late_flow() -> tuple[list[float], list[float], int]:
+    """The first and the late flow's per-second goodput, and how many flow classes
+    carried them (1: their hashes fell in one class)."""
     with fork_out("fq") as net:
         h1, h2, h3 = net["h1"], net["h2"], net["h3"]
         servers = [h.popen(["iperf3", "-s", "-1", "-p", "5201"]) for h in (h2, h3)]
@@ -67,10 +67,29 @@ def test_a_late_flow_gets_its_share_of_the_hosts_link() -> None:
                 text=True,
             )
             a, b = goodput(first), goodput(late)
+            stats = h1.cmd("tc -s class show dev h1-eth0")
         finally:
             for s in servers:
                 s.kill()
                 s.wait()
-    # The late flow's last 3 s, and the first flow's same seconds: each near 50.
-    assert min(b[2:5]) > 35, (a, b)
-    assert min(a[3:6]) > 35, (a, b)
+    sent = re.findall(r"class htb 1:1[0-3][0-9a-f] .*?\n Sent (\d+) bytes", stats)
+    return a, b, sum(int(x) > 1_000_000 for x in sent)
+
+
+def test_a_late_flow_gets_its_share_of_the_hosts_link() -> None:
+    # Without fq (one FIFO at h1), the flow started a second late stays at 4-6 Mbit/s
+    # for seconds on this kernel (TCP Small Queues); with fq both converge within 1 s.
+    # Two flows hash into one class with probability 1/64 (fq's documented limit, as
+    # fq_codel's): such an attempt says nothing of the classes' fairness and is made
+    # again; every attempt whose flows had classes of their own is judged.
+    shared = 0
+    for _attempt in range(3):
+        a, b, classes = _late_flow()
+        if classes < 2:
+            shared += 1
+            continue
+        # The late flow's last 3 s, and the first flow's same seconds: each near 50.
+        assert min(b[2:5]) > 35, (a, b)
+        assert min(a[3:6]) > 35, (a, b)
+        return
+    pytest.skip(f"in all {shared} attempts the two flows hashed into one class")
