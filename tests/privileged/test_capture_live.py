@@ -41,7 +41,7 @@ def test_captures_follow_a_running_run_and_end_with_it(tmp_path: Path) -> None:
     spec.add_node(NodeSpec("s1", kind="switch"))
     spec.add_link(LinkSpec("h1", "s1"))
     spec.add_link(LinkSpec("h2", "s1"))
-    spec.add_link(LinkSpec("h3", "s1", params=LinkParams(delay="1ms"), backend="engine"))
+    spec.add_link(LinkSpec("h3", "s1", params=LinkParams(delay=0.001), backend="engine"))
     files = {w: tmp_path / f"{w.replace(':', '_')}.pcapng" for w in
              ("h2:h2-eth0", "s1:s1-eth1", "h3:h3-eth0")}  # fmt: skip
     with Network(spec) as net:

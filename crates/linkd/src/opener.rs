@@ -69,6 +69,13 @@ impl Endpoint for KernelEndpoint {
         }
     }
 
+    fn set_clock(&mut self, offset_ns: i64, uncertainty_ns: Option<u64>) -> Result<(), String> {
+        match self {
+            Self::Udp(u) => u.set_clock(offset_ns, uncertainty_ns),
+            _ => Err("not a cut link's udp endpoint".to_owned()),
+        }
+    }
+
     fn ingress_drops(&self) -> u64 {
         match self {
             Self::Tap(_) | Self::Udp(_) => 0, // a TAP's full queue: its interface's tx_dropped
