@@ -382,5 +382,16 @@ def test_a_cut_link_over_a_slow_wire_keeps_its_configured_delay(
     # The median: 2 x 5 ms; the wire's 2 x 1 ms would make it 12 ms on top. A
     # precision claim (a stalled machine delays pings too): tests/_precision.py.
     precise(pings, lambda rtts: None if rtts[10] < 11.0 else f"median {rtts[10]} ms")
+
+    # The clocks are compared again every 5 s while the link is carried: each half's
+    # status counts the new comparisons, and linkd has the last offset.
+    def compared_again() -> tuple[list[dict[str, Any]] | None, str]:
+        cuts = [c for s in _shards(kube, "wired") for c in s["status"].get("cutLinks", [])]
+        ok = len(cuts) == 2 and all(c["clock"].get("updates", 0) >= 1 for c in cuts)
+        return (cuts if ok else None), json.dumps([c["clock"] for c in cuts])
+
+    for c in poll(compared_again, what="the clocks compared again", timeout=WAIT):
+        assert abs(c["clock"]["offsetNs"]) <= c["clock"]["uncertaintyNs"] + 1, c
+        assert abs(c["clock"]["driftNs"]) <= 2 * c["clock"]["uncertaintyNs"] + 1, c
     runs = [s["status"]["runId"] for s in shards]
     _delete_and_check_gone(cluster, "wired", runs)
